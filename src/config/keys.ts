@@ -1,0 +1,216 @@
+/**
+ * The complete table of configuration keys: name (patterns use `<placeholder>` segments), value
+ * type, default and a one-line description. The loader, the README test and `--help` all read it.
+ */
+import { z } from "zod";
+
+/** Value kinds a key may hold; strings from env and flags are coerced to them. */
+export type KeyKind = "string" | "int" | "number" | "bool" | "list" | "yn" | { enum: string[] };
+
+/** One configuration key. */
+export interface KeySpec {
+  /** Dotted name; `<x>` segments match any single segment. */
+  key: string;
+  kind: KeyKind;
+  /** Default value (already typed); undefined means unset. "dev" means: follows `dev`. */
+  default?: unknown;
+  doc: string;
+}
+
+const csp = [
+  "script_src",
+  "style_src",
+  "img_src",
+  "font_src",
+  "connect_src",
+  "object_src",
+  "frame_ancestors",
+  "base_uri",
+  "form_action",
+];
+
+/** Every known key. Order is the order of the README reference. */
+export const KEYS: KeySpec[] = [
+  { key: "dev", kind: "bool", default: false, doc: "Development mode: database error text and stack traces in generic errors; turns the allow_* switches and TypeScript export on unless set." },
+  { key: "config", kind: "string", doc: "Path of a config file (.toml, .yaml/.yml, .huml). Flag `--config` or env `SVC_CONFIG`." },
+  { key: "secrets.dir", kind: "string", default: "/secrets", doc: "Directory of generated secrets (jwt-secret, OIDC client credentials)." },
+  // pg
+  { key: "pg.uri", kind: "string", doc: "Full connection string; exclusive with the granular pg.* fields." },
+  { key: "pg.host", kind: "string", default: "localhost", doc: "Database host (when pg.uri is unset)." },
+  { key: "pg.port", kind: "int", default: 5432, doc: "Database port." },
+  { key: "pg.database", kind: "string", doc: "Database name." },
+  { key: "pg.user", kind: "string", doc: "Connecting user; must be a member of every role a JWT may carry." },
+  { key: "pg.password", kind: "string", doc: "Password of pg.user." },
+  { key: "pg.pool_size", kind: "int", default: 10, doc: "Max pooled connections for requests." },
+  { key: "pg.query.anonymous_role", kind: "string", default: "~anonymous", doc: "Role of sessionless requests; if it does not exist, anonymous access is disabled (401)." },
+  { key: "pg.query.max_depth", kind: "int", default: 6, doc: "Maximum join nesting." },
+  { key: "pg.query.wellknown_path", kind: "string", default: "/wellknown", doc: "Colon-separated directories searched recursively for well-known query files." },
+  { key: "pg.query.allow_count", kind: "bool", default: "dev", doc: "Enables the `count` flag (default: dev)." },
+  { key: "pg.query.allow_stats", kind: "bool", default: "dev", doc: "Enables the `stats` flag (default: dev)." },
+  { key: "pg.query.allow_query_plan", kind: "bool", default: "dev", doc: "Enables the `query_plan` flag (default: dev)." },
+  { key: "pg.query.allow_sql", kind: "bool", default: "dev", doc: "Enables the `sql` flag (default: dev)." },
+  { key: "pg.query.allow_rollback", kind: "bool", default: "dev", doc: "Enables the `rollback` flag (default: dev)." },
+  { key: "pg.query.statement_timeout", kind: "int", default: 0, doc: "Per-request statement timeout in milliseconds (0: the database's own)." },
+  { key: "blacklist.relations.<schema>.<name>", kind: "yn", doc: "`y` blacklists a relation (`*`: the whole schema), `n` removes a built-in entry." },
+  { key: "blacklist.functions.<schema>.<name>", kind: "yn", doc: "Same for functions." },
+  // http
+  { key: "http.host", kind: "string", default: "0.0.0.0", doc: "Listen address (all interfaces by default)." },
+  { key: "http.port", kind: "int", default: 8080, doc: "Listen port." },
+  { key: "http.public_host", kind: "string", doc: "Externally reachable bare host (no scheme); required for SSO." },
+  { key: "http.cookies_max_age", kind: "int", default: 86400, doc: "Default max-age of cookies set by a route response (not the JWT cookie)." },
+  { key: "http.max_body_size", kind: "int", default: 10 * 1024 * 1024, doc: "Max request body in bytes (413 before buffering)." },
+  { key: "http.max_part_count", kind: "int", default: 100, doc: "Max multipart parts per declared-route request." },
+  { key: "http.static.path", kind: "string", doc: "Colon-separated static directories served as fallback; the first is the write directory." },
+  { key: "http.upload.dir", kind: "string", doc: "Subpath of the write directory for streamed uploads (unset: uploads disabled)." },
+  { key: "http.upload.max_size", kind: "int", doc: "Cap on a streamed upload (default: http.max_body_size)." },
+  { key: "http.templates.path", kind: "string", default: "/template", doc: "Directory of templates." },
+  { key: "http.typescript.enable", kind: "bool", default: "dev", doc: "Serve /svc/database.ts (default: dev)." },
+  { key: "http.typescript.schemas", kind: "list", doc: "Whitelist of exportable schemas (default: every schema but pg_catalog)." },
+  { key: "http.functions.allowed_auth", kind: "string", doc: "Regular expression on schema.function names allowed to set jwt (unrestricted when unset)." },
+  { key: "http.functions.sso_callback", kind: "string", doc: "Fallback SSO callback function (schema.function)." },
+  { key: "http.cors.allowed_origins", kind: "list", default: [], doc: "Exact origins, or `*` (empty: closed)." },
+  { key: "http.cors.allowed_methods", kind: "list", default: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], doc: "Methods a preflight may approve." },
+  { key: "http.cors.allowed_headers", kind: "list", default: ["content-type", "authorization", "x-requested-with", "accept"], doc: "Headers a preflight may approve." },
+  { key: "http.cors.max_age", kind: "int", default: 600, doc: "Preflight cache seconds." },
+  { key: "http.csp.default_src", kind: "string", default: "'self'", doc: "Baseline CSP directive." },
+  ...csp.map((d): KeySpec => ({ key: `http.csp.${d}`, kind: "string", doc: `CSP ${d.replace("_", "-")} (default: default_src).` })),
+  { key: "http.csp.policy", kind: "string", doc: "Full raw Content-Security-Policy; replaces the individual directives." },
+  { key: "route.<schema>.<function>.path", kind: "string", doc: "Declares a route (path pattern with {name} placeholders)." },
+  { key: "route.<schema>.<function>.method", kind: "string", doc: "Comma-separated methods (inferred from volatility when unset)." },
+  { key: "route.<schema>.<function>.template", kind: "string", doc: "Default template of the route." },
+  { key: "route.<schema>.<function>.stream_upload", kind: "bool", default: false, doc: "Disk-streaming upload flow." },
+  { key: "route.<schema>.<function>.middleware", kind: "bool", default: false, doc: "Marks a middleware function." },
+  // jwt
+  { key: "jwt.max_age", kind: "int", default: 1800, doc: "Lifetime of a freshly minted token, seconds." },
+  { key: "jwt.renew_after", kind: "number", default: 0.5, doc: "Fraction of the lifespan after which a used token is renewed." },
+  { key: "jwt.max_session_age", kind: "int", default: 604800, doc: "Ceiling on total session lifetime from auth_time, seconds." },
+  { key: "jwt.same_site", kind: { enum: ["Strict", "Lax", "None"] }, default: "Lax", doc: "SameSite of the JWT cookie." },
+  { key: "jwt.algorithm", kind: { enum: ["HS256", "HS384", "HS512"] }, default: "HS256", doc: "Signing algorithm." },
+  { key: "jwt.cookie_name", kind: "string", default: "accesstoken", doc: "Cookie name." },
+  { key: "jwt.secret", kind: "string", doc: "Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret." },
+  // sso
+  { key: "openid.<name>.issuer", kind: "string", doc: "OIDC issuer URL (required per entry)." },
+  { key: "openid.<name>.client_id", kind: "string", doc: "Client id (default: file <secrets.dir>/openid-<name>.id)." },
+  { key: "openid.<name>.client_secret", kind: "string", doc: "Client secret (default: file <secrets.dir>/openid-<name>.secret)." },
+  { key: "openid.<name>.scopes", kind: "list", default: ["openid", "email", "profile"], doc: "Scopes." },
+  { key: "openid.<name>.fetch_userinfo", kind: "bool", default: false, doc: "Merge userinfo claims over the ID token's." },
+  { key: "openid.<name>.public_host", kind: "string", doc: "Per-entry public host (default: http.public_host)." },
+  { key: "openid.<name>.callback_function", kind: "string", doc: "Callback function (default: http.functions.sso_callback)." },
+  { key: "saml.certificate_path", kind: "string", default: "/secrets/saml.crt", doc: "Colon-separated search list of the SP certificate (generated if missing)." },
+  { key: "saml.private_key_path", kind: "string", default: "/secrets/saml.key", doc: "Colon-separated search list of the SP private key." },
+  { key: "saml.<name>.idp_metadata_url", kind: "string", doc: "IdP metadata URL (required per entry)." },
+  { key: "saml.<name>.force_signed_requests", kind: "bool", default: true, doc: "Sign outgoing AuthnRequests." },
+  { key: "saml.<name>.public_host", kind: "string", doc: "Per-entry public host (default: http.public_host)." },
+  { key: "saml.<name>.callback_function", kind: "string", doc: "Callback function (default: http.functions.sso_callback)." },
+  { key: "saml.<name>.certificate_path", kind: "string", doc: "Per-entry SP certificate." },
+  { key: "saml.<name>.private_key_path", kind: "string", doc: "Per-entry SP private key." },
+  // logging, reload, export
+  { key: "logging.handler", kind: { enum: ["pretty", "json"] }, default: "pretty", doc: "Log format." },
+  { key: "logging.level", kind: { enum: ["debug", "info", "warn", "error"] }, default: "info", doc: "Minimum level." },
+  { key: "logging.filter.<attr>", kind: "string", doc: "Regular expression a line's attribute must match (lines without it are shown)." },
+  { key: "logging.exclude.<attr>", kind: "string", doc: "Regular expression suppressing matching lines (after filters)." },
+  { key: "reload.cmd", kind: "string", doc: "Command run (sh -c) before every reload; env SVC_RELOAD_REASON=startup|signal." },
+  { key: "reload.timeout", kind: "int", default: 120, doc: "reload.cmd is aborted and the reload fails after this many seconds." },
+  { key: "reload.drain_timeout", kind: "int", default: 30, doc: "Seconds to wait for in-flight requests at reload and shutdown." },
+  { key: "typescript.helper_path", kind: "string", doc: "Where database.ts is written at startup and each reload." },
+];
+
+const BOOL_TRUE = new Set(["true", "1", "yes", "y", "on"]);
+const BOOL_FALSE = new Set(["false", "0", "no", "n", "off"]);
+
+/** The zod schema that coerces and validates a raw value (string from env/flags, or typed). */
+export function schemaFor(kind: KeyKind): z.ZodType {
+  if (typeof kind === "object") return z.enum(kind.enum as [string, ...string[]]);
+  switch (kind) {
+    case "string":
+      return z.union([z.string(), z.number().transform(String)]);
+    case "int":
+      return z.union([z.number(), z.string().regex(/^-?\d+$/).transform(Number)]).pipe(
+        z.number().int().min(0),
+      );
+    case "number":
+      return z.union([z.number(), z.string().regex(/^-?\d+(\.\d+)?$/).transform(Number)]).pipe(
+        z.number().min(0),
+      );
+    case "bool":
+      return z.union([
+        z.boolean(),
+        z.string().refine((s) => BOOL_TRUE.has(s.toLowerCase()) || BOOL_FALSE.has(s.toLowerCase()))
+          .transform((s) => BOOL_TRUE.has(s.toLowerCase())),
+      ]);
+    case "yn":
+      return z.union([
+        z.boolean().transform((b) => (b ? "y" : "n")),
+        z.string().transform((s) => s.toLowerCase()).pipe(z.enum(["y", "n"])),
+      ]);
+    case "list":
+      return z.union([
+        z.array(z.union([z.string(), z.number().transform(String)])),
+        z.string().transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
+      ]);
+  }
+}
+
+/** Describes a kind for error messages. */
+export function describeKind(kind: KeyKind): string {
+  if (typeof kind === "object") return `one of ${kind.enum.join(", ")}`;
+  return {
+    string: "a string",
+    int: "a non-negative integer",
+    number: "a non-negative number",
+    bool: "a boolean (true/false)",
+    yn: "y or n",
+    list: "a list or a comma-separated string",
+  }[kind];
+}
+
+/** Finds the spec matching a dotted key, with the values of its placeholders. */
+export function matchKey(key: string): { spec: KeySpec; captures: string[] } | null {
+  const parts = key.split(".");
+  for (const spec of KEYS) {
+    const pat = spec.key.split(".");
+    if (pat.length !== parts.length) continue;
+    const captures: string[] = [];
+    let ok = true;
+    for (let i = 0; i < pat.length; i++) {
+      if (pat[i].startsWith("<")) {
+        if (parts[i] === "") ok = false;
+        captures.push(parts[i]);
+      } else if (pat[i] !== parts[i]) ok = false;
+      if (!ok) break;
+    }
+    if (ok) return { spec, captures };
+  }
+  return null;
+}
+
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      d[i][j] = Math.min(
+        d[i - 1][j] + 1,
+        d[i][j - 1] + 1,
+        d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+  }
+  return d[a.length][b.length];
+}
+
+/** The known key closest to an unknown one (patterned keys compared with placeholders filled). */
+export function closestKey(key: string): string {
+  const parts = key.split(".");
+  let best = KEYS[0].key, bestD = Infinity;
+  for (const spec of KEYS) {
+    const pat = spec.key.split(".");
+    const filled = pat.map((p, i) => (p.startsWith("<") ? parts[i] ?? p : p)).join(".");
+    const dd = distance(key, filled);
+    if (dd < bestD) {
+      bestD = dd;
+      best = spec.key;
+    }
+  }
+  return best;
+}

@@ -1,0 +1,314 @@
+/**
+ * Configuration loading: a file (TOML, YAML or HUML), environment variables `SVC_<SECTION>__<KEY>`
+ * and flags `--<key>`; precedence flags > env > file > defaults. Every key is checked against the
+ * key table (src/config/keys.ts); errors name the key, the source and what was expected.
+ */
+import { parse as parseToml } from "smol-toml";
+import { parse as parseYaml } from "yaml";
+import { parse as parseHuml } from "./huml.ts";
+import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
+
+/** A configuration error: the process exits with code 2 and prints the message. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Where a value came from. */
+export type Source = "default" | "file" | "env" | "flag";
+
+/** A route declared in configuration. */
+export interface RouteConfig {
+  path?: string;
+  method?: string;
+  template?: string;
+  stream_upload: boolean;
+  middleware: boolean;
+}
+
+/** An OIDC provider entry. */
+export interface OpenIdConfig {
+  issuer?: string;
+  client_id?: string;
+  client_secret?: string;
+  scopes: string[];
+  fetch_userinfo: boolean;
+  public_host?: string;
+  callback_function?: string;
+}
+
+/** A SAML provider entry. */
+export interface SamlConfig {
+  idp_metadata_url?: string;
+  force_signed_requests: boolean;
+  public_host?: string;
+  callback_function?: string;
+  certificate_path?: string;
+  private_key_path?: string;
+}
+
+/** The typed, validated configuration. */
+export interface Config {
+  dev: boolean;
+  config?: string;
+  secrets: { dir: string };
+  pg: {
+    uri?: string;
+    host: string;
+    port: number;
+    database?: string;
+    user?: string;
+    password?: string;
+    pool_size: number;
+    query: {
+      anonymous_role: string;
+      max_depth: number;
+      wellknown_path: string;
+      allow_count: boolean;
+      allow_stats: boolean;
+      allow_query_plan: boolean;
+      allow_sql: boolean;
+      allow_rollback: boolean;
+      statement_timeout: number;
+    };
+  };
+  blacklist: {
+    relations: Record<string, Record<string, "y" | "n">>;
+    functions: Record<string, Record<string, "y" | "n">>;
+  };
+  http: {
+    host: string;
+    port: number;
+    public_host?: string;
+    cookies_max_age: number;
+    max_body_size: number;
+    max_part_count: number;
+    static: { path?: string };
+    upload: { dir?: string; max_size?: number };
+    templates: { path: string };
+    typescript: { enable: boolean; schemas?: string[] };
+    functions: { allowed_auth?: string; sso_callback?: string };
+    cors: {
+      allowed_origins: string[];
+      allowed_methods: string[];
+      allowed_headers: string[];
+      max_age: number;
+    };
+    csp: Record<string, string | undefined>;
+  };
+  route: Record<string, Record<string, RouteConfig>>;
+  jwt: {
+    max_age: number;
+    renew_after: number;
+    max_session_age: number;
+    same_site: "Strict" | "Lax" | "None";
+    algorithm: "HS256" | "HS384" | "HS512";
+    cookie_name: string;
+    secret?: string;
+  };
+  openid: Record<string, OpenIdConfig>;
+  saml: Record<string, SamlConfig> & { certificate_path?: string; private_key_path?: string };
+  logging: {
+    handler: "pretty" | "json";
+    level: "debug" | "info" | "warn" | "error";
+    filter: Record<string, string>;
+    exclude: Record<string, string>;
+  };
+  reload: { cmd?: string; timeout: number; drain_timeout: number };
+  typescript: { helper_path?: string };
+}
+
+/** Raw inputs of a load; defaults to the process's own. */
+export interface LoadInput {
+  args?: string[];
+  env?: Record<string, string>;
+}
+
+type Flat = Map<string, { value: unknown; source: Source; where: string }>;
+
+/** Flattens nested objects into dotted keys; arrays and scalars are leaves. */
+export function flatten(obj: unknown, prefix = "", out: [string, unknown][] = []): [string, unknown][] {
+  if (obj !== null && typeof obj === "object" && !Array.isArray(obj) && !(obj instanceof Date)) {
+    for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
+      flatten(v, prefix ? `${prefix}.${k}` : k, out);
+    }
+  } else if (prefix) out.push([prefix, obj]);
+  return out;
+}
+
+/** Parses `--key=value`, `--key value` and bare `--flag` (true) arguments into dotted keys. */
+export function parseFlags(args: string[]): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (!a.startsWith("--") || a === "--") throw new ConfigError(`unexpected argument "${a}" (flags are --<key>=<value>)`);
+    const body = a.slice(2);
+    const eq = body.indexOf("=");
+    if (eq >= 0) out.push([body.slice(0, eq), body.slice(eq + 1)]);
+    else if (i + 1 < args.length && !args[i + 1].startsWith("--")) out.push([body, args[++i]]);
+    else out.push([body, "true"]);
+  }
+  return out;
+}
+
+/** Reads and parses a config file by extension; errors carry file:line:column. */
+export function parseConfigFile(path: string, text: string): unknown {
+  const ext = path.toLowerCase().split(".").pop();
+  try {
+    if (ext === "toml") return parseToml(text);
+    if (ext === "yaml" || ext === "yml") return parseYaml(text) ?? {};
+    if (ext === "huml") return parseHuml(text);
+  } catch (e) {
+    const err = e as { line?: number; column?: number; linePos?: { line: number; col: number }[]; message: string };
+    const line = err.line ?? err.linePos?.[0]?.line;
+    const col = err.column ?? err.linePos?.[0]?.col;
+    const loc = line !== undefined ? `:${line}:${col ?? 1}` : "";
+    throw new ConfigError(`${path}${loc}: cannot parse ${ext?.toUpperCase()} config: ${err.message.split("\n")[0]}`);
+  }
+  throw new ConfigError(`${path}: unknown config file extension (expected .toml, .yaml, .yml or .huml)`);
+}
+
+function envToKey(name: string): string {
+  return name.slice(4).split("__").join(".").toLowerCase();
+}
+
+/** Loads, merges and validates configuration. Throws ConfigError on any problem. */
+export function loadConfig(input: LoadInput = {}): Config {
+  const args = input.args ?? Deno.args;
+  const env = input.env ?? Deno.env.toObject();
+  const flat: Flat = new Map();
+  const flags = parseFlags(args);
+  const configPath = flags.find(([k]) => k === "config")?.[1] ?? env.SVC_CONFIG;
+  if (configPath) {
+    let text: string;
+    try {
+      text = Deno.readTextFileSync(configPath);
+    } catch (e) {
+      throw new ConfigError(`${configPath}: cannot read config file: ${(e as Error).message}`);
+    }
+    const data = parseConfigFile(configPath, text);
+    if (data === null || typeof data !== "object" || Array.isArray(data)) {
+      throw new ConfigError(`${configPath}: the config file must hold a table/dict at its root`);
+    }
+    for (const [k, v] of flatten(data)) flat.set(k, { value: v, source: "file", where: configPath });
+  }
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith("SVC_") || name === "SVC_CONFIG" || name === "SVC_RELOAD_REASON") continue;
+    flat.set(envToKey(name), { value, source: "env", where: name });
+  }
+  for (const [k, v] of flags) flat.set(k, { value: v, source: "flag", where: `--${k}` });
+  return build(flat);
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown) {
+  let o = target;
+  for (const p of path.slice(0, -1)) {
+    if (typeof o[p] !== "object" || o[p] === null) o[p] = {};
+    o = o[p] as Record<string, unknown>;
+  }
+  o[path[path.length - 1]] = value;
+}
+
+function build(flat: Flat): Config {
+  const out: Record<string, unknown> = {};
+  const explicit = new Set<string>();
+  for (const [key, { value, source, where }] of flat) {
+    const m = matchKey(key);
+    const at = source === "file" ? `in ${where}` : source === "env" ? `from environment ${where}` : `from flag ${where}`;
+    if (!m) {
+      throw new ConfigError(`unknown configuration key "${key}" ${at}; did you mean "${closestKey(key)}"?`);
+    }
+    const parsed = schemaFor(m.spec.kind).safeParse(value);
+    if (!parsed.success) {
+      throw new ConfigError(
+        `invalid value for "${key}" ${at}: expected ${describeKind(m.spec.kind)}, got ${JSON.stringify(value)}`,
+      );
+    }
+    explicit.add(m.spec.key);
+    setPath(out, key.split("."), parsed.data);
+  }
+  const dev = (out.dev as boolean | undefined) ?? false;
+  // Defaults for fixed keys; patterned entries get theirs below.
+  for (const spec of KEYS) {
+    if (spec.key.includes("<") || explicit.has(spec.key) || spec.default === undefined) continue;
+    setPath(out, spec.key.split("."), spec.default === "dev" ? dev : structuredClone(spec.default));
+  }
+  for (const prefix of ["route", "openid"]) {
+    const entries = (out[prefix] ?? {}) as Record<string, unknown>;
+    out[prefix] = entries;
+    const depth = prefix === "route" ? 2 : 1;
+    const walk = (o: Record<string, unknown>, d: number, names: string[]) => {
+      for (const [k, v] of Object.entries(o)) {
+        if (d > 1) walk(v as Record<string, unknown>, d - 1, [...names, k]);
+        else {
+          for (const spec of KEYS) {
+            if (!spec.key.startsWith(`${prefix}.`) || spec.default === undefined) continue;
+            const leaf = spec.key.split(".").pop()!;
+            const entry = v as Record<string, unknown>;
+            if (entry[leaf] === undefined) entry[leaf] = structuredClone(spec.default);
+          }
+        }
+      }
+    };
+    walk(entries, depth, []);
+  }
+  const saml = out.saml as Record<string, unknown>;
+  for (const [name, v] of Object.entries(saml)) {
+    if (name === "certificate_path" || name === "private_key_path") continue;
+    const entry = v as Record<string, unknown>;
+    if (entry.force_signed_requests === undefined) entry.force_signed_requests = true;
+  }
+  out.blacklist ??= {};
+  const bl = out.blacklist as Record<string, unknown>;
+  bl.relations ??= {};
+  bl.functions ??= {};
+  const logging = out.logging as Record<string, unknown>;
+  logging.filter ??= {};
+  logging.exclude ??= {};
+  (out.http as Record<string, unknown>).static ??= {};
+  (out.http as Record<string, unknown>).upload ??= {};
+  (out.http as Record<string, unknown>).functions ??= {};
+  out.typescript ??= {};
+  const cfg = out as unknown as Config;
+  const granular = ["pg.host", "pg.port", "pg.database", "pg.user", "pg.password"].filter((k) => explicit.has(k));
+  if (cfg.pg.uri !== undefined && granular.length > 0) {
+    throw new ConfigError(
+      `pg.uri cannot be combined with ${granular.join(", ")}: give either the full connection string or the granular fields`,
+    );
+  }
+  for (const [name, re] of [
+    ["http.functions.allowed_auth", cfg.http.functions.allowed_auth],
+    ...Object.entries(cfg.logging.filter).map(([k, v]) => [`logging.filter.${k}`, v]),
+    ...Object.entries(cfg.logging.exclude).map(([k, v]) => [`logging.exclude.${k}`, v]),
+  ] as [string, string | undefined][]) {
+    if (re === undefined) continue;
+    try {
+      new RegExp(re);
+    } catch (e) {
+      throw new ConfigError(`invalid value for "${name}": not a regular expression (${(e as Error).message})`);
+    }
+  }
+  for (const [schema, fns] of Object.entries(cfg.route)) {
+    for (const [fn, r] of Object.entries(fns)) {
+      if (!r.path) throw new ConfigError(`route.${schema}.${fn}.path is required to declare a route`);
+      if (r.path.startsWith("/auth/") || r.path === "/auth") {
+        throw new ConfigError(`route.${schema}.${fn}.path: the prefix /auth/ is reserved`);
+      }
+    }
+  }
+  for (const [name, o] of Object.entries(cfg.openid)) {
+    if (!o.issuer) throw new ConfigError(`openid.${name}.issuer is required`);
+  }
+  return cfg;
+}
+
+/** The connection string to use: pg.uri, or one built from the granular fields. */
+export function connectionString(cfg: Config): string {
+  if (cfg.pg.uri) return cfg.pg.uri;
+  const u = new URL("postgres://localhost");
+  u.hostname = cfg.pg.host;
+  u.port = String(cfg.pg.port);
+  if (cfg.pg.user) u.username = encodeURIComponent(cfg.pg.user);
+  if (cfg.pg.password) u.password = encodeURIComponent(cfg.pg.password);
+  u.pathname = `/${encodeURIComponent(cfg.pg.database ?? cfg.pg.user ?? "postgres")}`;
+  return u.toString();
+}

@@ -1,0 +1,367 @@
+/**
+ * Introspection: a handful of catalog queries (never one per object) on one short-lived
+ * connection, turned into the Schema model and filtered through the blacklist.
+ */
+import postgres from "postgres";
+import type {
+  Column,
+  CompositeType,
+  ComputedField,
+  EnumType,
+  ForeignKey,
+  Func,
+  FunctionArg,
+  Relation,
+  RelationKind,
+  Schema,
+} from "./schema.ts";
+import { qualified } from "./schema.ts";
+import { Blacklist } from "./blacklist.ts";
+
+const SYSTEM = `n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast')
+  and n.nspname not like 'pg_temp_%' and n.nspname not like 'pg_toast_temp_%'`;
+
+const Q_RELATIONS = `
+select c.oid::int8 as oid, n.nspname as schema, c.relname as name, c.relkind as kind,
+  obj_description(c.oid, 'pg_class') as comment, pg_get_userbyid(c.relowner) as owner,
+  coalesce(c.relacl::text[], '{}') as acl,
+  case when c.relkind in ('v','f') then pg_relation_is_updatable(c.oid, true) else 28 end as upd
+from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where c.relkind in ('r','v','m','p','f') and ${SYSTEM}`;
+
+const Q_COLUMNS = `
+select a.attrelid::int8 as rel, a.attname as name, format_type(a.atttypid, a.atttypmod) as type,
+  a.atttypid::int8 as type_oid, t.typcategory as category, t.typtype as typtype,
+  case when t.typcategory = 'A' then format_type(t.typelem, null) end as element_type,
+  case when t.typtype = 'c' then a.atttypid::int8 end as composite_oid,
+  not a.attnotnull as nullable, a.atthasdef as has_default, a.attidentity as identity,
+  a.attgenerated as generated, col_description(a.attrelid, a.attnum) as comment
+from pg_attribute a
+join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
+join pg_type t on t.oid = a.atttypid
+where a.attnum > 0 and not a.attisdropped and c.relkind in ('r','v','m','p','f','c') and ${SYSTEM}
+order by a.attrelid, a.attnum`;
+
+const Q_CONSTRAINTS = `
+select co.conname as name, co.contype as type, co.conrelid::int8 as rel, co.confrelid::int8 as frel,
+  array(select a.attname from unnest(co.conkey) with ordinality k(n, o)
+        join pg_attribute a on a.attrelid = co.conrelid and a.attnum = k.n order by k.o) as cols,
+  array(select a.attname from unnest(co.confkey) with ordinality k(n, o)
+        join pg_attribute a on a.attrelid = co.confrelid and a.attnum = k.n order by k.o) as fcols
+from pg_constraint co join pg_namespace n on n.oid = co.connamespace
+where co.contype in ('p','u','f') and ${SYSTEM} and co.conrelid <> 0
+order by co.conrelid, co.conname`;
+
+const Q_FUNCTIONS = `
+select p.oid::int8 as oid, n.nspname as schema, p.proname as name,
+  coalesce(p.proargnames, '{}') as arg_names,
+  coalesce(p.proargmodes::text[], '{}') as arg_modes,
+  array(select format_type(t, null) from unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) with ordinality u(t, o) order by o) as arg_types,
+  array(select t::int8 from unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) with ordinality u(t, o) order by o) as arg_type_oids,
+  p.pronargs as nargs, p.pronargdefaults as ndefaults,
+  format_type(p.prorettype, null) as ret_type, p.prorettype::int8 as ret_oid, p.proretset as retset,
+  rt.typrelid::int8 as ret_relid, p.provolatile as volatility,
+  obj_description(p.oid, 'pg_proc') as comment, pg_get_userbyid(p.proowner) as owner,
+  coalesce(p.proacl::text[], '{}') as acl
+from pg_proc p join pg_namespace n on n.oid = p.pronamespace join pg_type rt on rt.oid = p.prorettype
+where p.prokind = 'f' and ${SYSTEM}`;
+
+const Q_TYPES = `
+select t.oid::int8 as oid, n.nspname as schema, t.typname as name, t.typtype as typtype,
+  t.typrelid::int8 as relid, format_type(t.oid, null) as formatted,
+  case when t.typtype = 'e' then array(select e.enumlabel::text from pg_enum e where e.enumtypid = t.oid order by e.enumsortorder) end as labels
+from pg_type t join pg_namespace n on n.oid = t.typnamespace
+where t.typtype in ('b','c','d','e','r','m') and t.typname not like '\\_%' and t.typisdefined
+  and (n.nspname = 'pg_catalog' or (${SYSTEM}))`;
+
+const Q_ROLES = `
+select r.rolname as name, r.rolinherit as inherit,
+  array(select g.rolname from pg_auth_members m join pg_roles g on g.oid = m.roleid where m.member = r.oid) as member_of
+from pg_roles r`;
+
+const Q_SCHEMAS = `
+select n.nspname as name, pg_get_userbyid(n.nspowner) as owner, coalesce(n.nspacl::text[], '{}') as acl
+from pg_namespace n where ${SYSTEM}`;
+
+const Q_META = `select current_user as current_user, current_setting('server_version_num')::int as version`;
+
+/** Parses aclitem texts (`grantee=privs/grantor`) into grantees holding `priv` ("" = PUBLIC). */
+export function granteesWith(acl: string[], priv: string): Set<string> {
+  const out = new Set<string>();
+  for (const item of acl) {
+    const eq = item.lastIndexOf("=", item.lastIndexOf("/"));
+    let grantee = item.slice(0, eq);
+    if (grantee.startsWith('"')) grantee = grantee.slice(1, -1).replaceAll('""', '"');
+    const privs = item.slice(eq + 1, item.lastIndexOf("/"));
+    if (privs.includes(priv)) out.add(grantee);
+  }
+  return out;
+}
+
+const KINDS: Record<string, RelationKind> = {
+  r: "table",
+  v: "view",
+  m: "materialized_view",
+  p: "partitioned_table",
+  f: "foreign_table",
+};
+
+const MODES: Record<string, FunctionArg["mode"]> = {
+  i: "in",
+  o: "out",
+  b: "inout",
+  v: "variadic",
+  t: "table",
+};
+
+type Row = Record<string, unknown>;
+
+/** Introspects the database at `uri` into a Schema model, applying the blacklist. */
+export async function introspect(uri: string, blacklist = new Blacklist()): Promise<Schema> {
+  const t0 = performance.now();
+  const sql = postgres(uri, { max: 1, onnotice: () => {}, connection: { application_name: "svc-introspect" } });
+  try {
+    // All queries pipelined on the one connection inside a repeatable-read snapshot.
+    const [rels, cols, cons, fns, types, roles, schemas, meta] = await sql.begin(
+      "isolation level repeatable read read only",
+      (tx) =>
+        Promise.all([
+          tx.unsafe(Q_RELATIONS),
+          tx.unsafe(Q_COLUMNS),
+          tx.unsafe(Q_CONSTRAINTS),
+          tx.unsafe(Q_FUNCTIONS),
+          tx.unsafe(Q_TYPES),
+          tx.unsafe(Q_ROLES),
+          tx.unsafe(Q_SCHEMAS),
+          tx.unsafe(Q_META),
+        ]),
+    ) as unknown as Row[][];
+    const schema = buildSchema({ rels, cols, cons, fns, types, roles, schemas, meta }, blacklist);
+    schema.durationMs = performance.now() - t0;
+    return schema;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+function toColumn(r: Row): Column {
+  const nullable = r.nullable as boolean;
+  const hasDefault = r.has_default as boolean;
+  const identity = r.identity === "a" ? "always" : r.identity === "d" ? "by_default" : null;
+  const generated = r.generated === "s";
+  return {
+    name: r.name as string,
+    type: r.type as string,
+    typeOid: Number(r.type_oid),
+    category: r.category as string,
+    elementType: (r.element_type as string | null) ?? null,
+    compositeOid: r.composite_oid == null ? null : Number(r.composite_oid),
+    nullable,
+    hasDefault,
+    identity,
+    generated,
+    mandatory: !nullable && !hasDefault && identity === null && !generated,
+    comment: (r.comment as string | null) ?? null,
+  };
+}
+
+/** Builds the model from catalog rows (pure; exported for tests and benchmarks). */
+export function buildSchema(
+  rows: { rels: Row[]; cols: Row[]; cons: Row[]; fns: Row[]; types: Row[]; roles: Row[]; schemas: Row[]; meta: Row[] },
+  blacklist: Blacklist,
+): Schema {
+  const byOid = new Map<number, Relation>();
+  const relations = new Map<string, Relation>();
+  const compositeCols = new Map<number, Column[]>();
+  for (const c of rows.cols) {
+    const rel = Number(c.rel);
+    let list = compositeCols.get(rel);
+    if (!list) compositeCols.set(rel, list = []);
+    list.push(toColumn(c));
+  }
+  for (const r of rows.rels) {
+    const oid = Number(r.oid);
+    const columns = compositeCols.get(oid) ?? [];
+    const upd = Number(r.upd);
+    const rel: Relation = {
+      schema: r.schema as string,
+      name: r.name as string,
+      oid,
+      kind: KINDS[r.kind as string],
+      comment: (r.comment as string | null) ?? null,
+      columns,
+      columnMap: new Map(columns.map((c) => [c.name, c])),
+      primaryKey: [],
+      unique: [],
+      foreignKeys: [],
+      referencedBy: [],
+      insertable: r.kind !== "m" && (upd & 8) !== 0,
+      updatable: r.kind !== "m" && (upd & 4) !== 0,
+      deletable: r.kind !== "m" && (upd & 16) !== 0,
+      computedFields: new Map(),
+      selectGrantees: granteesWith(r.acl as string[], "r"),
+      owner: r.owner as string,
+    };
+    // A view's columns are never mandatory: their nullability is unknown to the catalogs.
+    if (rel.kind === "view") for (const c of columns) c.mandatory = false;
+    if ((r.acl as string[]).length === 0) rel.selectGrantees.add(rel.owner);
+    byOid.set(oid, rel);
+    if (!blacklist.relation(rel.schema, rel.name)) relations.set(qualified(rel.schema, rel.name), rel);
+  }
+  for (const c of rows.cons) {
+    const rel = byOid.get(Number(c.rel));
+    if (!rel) continue;
+    const cols = c.cols as string[];
+    if (c.type === "p") rel.primaryKey = cols;
+    else if (c.type === "u") rel.unique.push(cols);
+    else {
+      const target = byOid.get(Number(c.frel));
+      if (!target) continue;
+      const fk: ForeignKey = {
+        name: c.name as string,
+        schema: rel.schema,
+        relation: rel.name,
+        columns: cols,
+        references: { schema: target.schema, relation: target.name, columns: c.fcols as string[] },
+      };
+      if (relations.has(qualified(rel.schema, rel.name)) && relations.has(qualified(target.schema, target.name))) {
+        rel.foreignKeys.push(fk);
+        target.referencedBy.push(fk);
+      }
+    }
+  }
+  const composites = new Map<number, CompositeType>();
+  const enums: EnumType[] = [];
+  const typeNames = new Set<string>();
+  for (const t of rows.types) {
+    typeNames.add(t.formatted as string);
+    typeNames.add(t.name as string);
+    if (t.schema !== "pg_catalog") typeNames.add(`${t.schema}.${t.name}`);
+    if (t.typtype === "c") {
+      composites.set(Number(t.oid), {
+        oid: Number(t.oid),
+        schema: t.schema as string,
+        name: t.name as string,
+        fields: compositeCols.get(Number(t.relid)) ?? [],
+      });
+    } else if (t.typtype === "e") {
+      enums.push({ schema: t.schema as string, name: t.name as string, labels: t.labels as string[] });
+    }
+  }
+  const relByRowType = new Map<number, Relation>();
+  for (const t of rows.types) {
+    const rel = byOid.get(Number(t.relid));
+    if (t.typtype === "c" && rel) relByRowType.set(Number(t.oid), rel);
+  }
+  const functions = new Map<string, Func[]>();
+  for (const f of rows.fns) {
+    const names = f.arg_names as string[];
+    const modes = f.arg_modes as string[];
+    const types = f.arg_types as string[];
+    const oids = (f.arg_type_oids as (number | string)[]).map(Number);
+    const args: FunctionArg[] = types.map((type, i) => ({
+      name: names[i] ? names[i] : null,
+      type,
+      typeOid: oids[i],
+      mode: modes.length ? MODES[modes[i]] : "in",
+      hasDefault: false,
+    }));
+    const inArgs = args.filter((a) => a.mode === "in" || a.mode === "inout" || a.mode === "variadic");
+    const nd = Number(f.ndefaults);
+    for (let i = inArgs.length - nd; i < inArgs.length; i++) inArgs[i].hasDefault = true;
+    const retRel = relByRowType.get(Number(f.ret_oid));
+    const retComposite = composites.get(Number(f.ret_oid));
+    const outArgs = args.filter((a) => a.mode === "out" || a.mode === "inout" || a.mode === "table");
+    let columns: Column[] | null = null;
+    if (retRel) columns = retRel.columns;
+    else if (retComposite) columns = retComposite.fields;
+    else if (f.ret_type === "record" && outArgs.length > 0) {
+      columns = outArgs.map((a) => ({
+        name: a.name ?? "",
+        type: a.type,
+        typeOid: a.typeOid,
+        category: "",
+        elementType: null,
+        compositeOid: null,
+        nullable: true,
+        hasDefault: false,
+        identity: null,
+        generated: false,
+        mandatory: false,
+        comment: null,
+      }));
+    }
+    const fn: Func = {
+      schema: f.schema as string,
+      name: f.name as string,
+      oid: Number(f.oid),
+      args,
+      inArgs,
+      returns: {
+        type: f.ret_type as string,
+        typeOid: Number(f.ret_oid),
+        set: f.retset as boolean,
+        columns,
+        relation: retRel ? { schema: retRel.schema, name: retRel.name } : null,
+      },
+      volatility: f.volatility === "i" ? "immutable" : f.volatility === "s" ? "stable" : "volatile",
+      comment: (f.comment as string | null) ?? null,
+      owner: f.owner as string,
+      executeGrantees: (f.acl as string[]).length === 0
+        ? new Set(["", f.owner as string]) // default ACL: PUBLIC may execute
+        : granteesWith(f.acl as string[], "X"),
+    };
+    if (blacklist.func(fn.schema, fn.name)) continue;
+    const key = qualified(fn.schema, fn.name);
+    const list = functions.get(key);
+    if (list) list.push(fn);
+    else functions.set(key, [fn]);
+    // Computed field: exactly one input argument, of a relation's row type.
+    if (inArgs.length === 1 && !inArgs[0].hasDefault) {
+      const rel = relByRowType.get(inArgs[0].typeOid);
+      if (rel && !rel.columnMap.has(fn.name)) {
+        const cf: ComputedField = { name: fn.name, schema: fn.schema, type: fn.returns.type, set: fn.returns.set };
+        rel.computedFields.set(fn.name, cf);
+      }
+    }
+  }
+  const direct = new Map<string, { inherit: boolean; memberOf: string[] }>();
+  for (const r of rows.roles) {
+    direct.set(r.name as string, { inherit: r.inherit as boolean, memberOf: r.member_of as string[] });
+  }
+  const memberOf = new Map<string, Set<string>>();
+  for (const name of direct.keys()) {
+    const seen = new Set<string>([name, ""]);
+    const stack = direct.get(name)!.inherit ? [...direct.get(name)!.memberOf] : [];
+    while (stack.length) {
+      const g = stack.pop()!;
+      if (seen.has(g)) continue;
+      seen.add(g);
+      const d = direct.get(g);
+      if (d?.inherit) stack.push(...d.memberOf);
+    }
+    memberOf.set(name, seen);
+  }
+  const schemaUsage = new Map<string, Set<string>>();
+  for (const s of rows.schemas) {
+    const acl = s.acl as string[];
+    const g = acl.length ? granteesWith(acl, "U") : new Set<string>();
+    g.add(s.owner as string);
+    schemaUsage.set(s.name as string, g);
+  }
+  const meta = rows.meta[0];
+  return {
+    relations,
+    functions,
+    composites,
+    enums,
+    typeNames,
+    roles: new Set(direct.keys()),
+    memberOf,
+    schemaUsage,
+    schemas: rows.schemas.map((s) => s.name as string).filter((n) => !blacklist.relation(n, "*")),
+    currentUser: meta.current_user as string,
+    serverVersion: Number(meta.version),
+    durationMs: 0,
+  };
+}

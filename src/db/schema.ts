@@ -1,0 +1,198 @@
+/**
+ * The Schema model: what introspection found, after the blacklist. Pure data plus lookups; the
+ * compiler, the write planner, routes and the generators read it, never the catalogs.
+ */
+
+/** A column of a relation (or a field of a composite type). */
+export interface Column {
+  name: string;
+  /** `format_type` text, e.g. `integer`, `character varying(160)`, `text[]`, `public.mood`. */
+  type: string;
+  /** Type OID. */
+  typeOid: number;
+  /** pg_type.typcategory: N numeric, S string, B boolean, D datetime, A array, C composite, E enum, U user… */
+  category: string;
+  /** For array columns, the element type's format_type; else null. */
+  elementType: string | null;
+  /** For composite-typed columns, the type OID (key of Schema.composites); else null. */
+  compositeOid: number | null;
+  nullable: boolean;
+  hasDefault: boolean;
+  identity: null | "always" | "by_default";
+  generated: boolean;
+  /** No other way to receive a value: not nullable, no default, not identity or generated. */
+  mandatory: boolean;
+  comment: string | null;
+}
+
+/** A foreign key, seen from the relation holding it. */
+export interface ForeignKey {
+  name: string;
+  schema: string;
+  relation: string;
+  columns: string[];
+  references: { schema: string; relation: string; columns: string[] };
+}
+
+/** Kinds of relations. */
+export type RelationKind = "table" | "view" | "materialized_view" | "partitioned_table" | "foreign_table";
+
+/** A computed field: a function taking one row of the relation. */
+export interface ComputedField {
+  name: string;
+  schema: string;
+  type: string;
+  set: boolean;
+}
+
+/** A table, view, materialized view, partitioned or foreign table. */
+export interface Relation {
+  schema: string;
+  name: string;
+  oid: number;
+  kind: RelationKind;
+  comment: string | null;
+  columns: Column[];
+  columnMap: Map<string, Column>;
+  primaryKey: string[];
+  unique: string[][];
+  /** Foreign keys this relation holds (outgoing). */
+  foreignKeys: ForeignKey[];
+  /** Foreign keys other relations hold that point at this one (incoming). */
+  referencedBy: ForeignKey[];
+  insertable: boolean;
+  updatable: boolean;
+  deletable: boolean;
+  computedFields: Map<string, ComputedField>;
+  /** Roles (direct grantees, "" = PUBLIC) holding SELECT, and the owner. */
+  selectGrantees: Set<string>;
+  owner: string;
+}
+
+/** A function argument. */
+export interface FunctionArg {
+  name: string | null;
+  type: string;
+  typeOid: number;
+  mode: "in" | "out" | "inout" | "variadic" | "table";
+  hasDefault: boolean;
+}
+
+/** A database function. */
+export interface Func {
+  schema: string;
+  name: string;
+  oid: number;
+  /** Every argument, including OUT/TABLE ones. */
+  args: FunctionArg[];
+  /** Input arguments only (in, inout, variadic), in order. */
+  inArgs: FunctionArg[];
+  returns: {
+    type: string;
+    typeOid: number;
+    set: boolean;
+    /** When the function returns rows of a relation (or composite type): its columns. */
+    columns: Column[] | null;
+    /** Relation whose row type is returned, if any. */
+    relation: { schema: string; name: string } | null;
+  };
+  volatility: "immutable" | "stable" | "volatile";
+  comment: string | null;
+  owner: string;
+  /** Direct EXECUTE grantees ("" = PUBLIC). */
+  executeGrantees: Set<string>;
+}
+
+/** A composite type (standalone or a relation's row type). */
+export interface CompositeType {
+  oid: number;
+  schema: string;
+  name: string;
+  fields: Column[];
+}
+
+/** An enum type. */
+export interface EnumType {
+  schema: string;
+  name: string;
+  labels: string[];
+}
+
+/** The introspected database, after the blacklist. */
+export interface Schema {
+  relations: Map<string, Relation>;
+  /** Functions by `schema.name` (overloads share a key). */
+  functions: Map<string, Func[]>;
+  composites: Map<number, CompositeType>;
+  enums: EnumType[];
+  /** Every known type name usable in a cast (format_type text and plain names). */
+  typeNames: Set<string>;
+  /** Every role name. */
+  roles: Set<string>;
+  /** role → roles it is a member of (transitively, inheriting), including itself and PUBLIC (""). */
+  memberOf: Map<string, Set<string>>;
+  /** Schemas with USAGE per role set: schema → direct grantees ("" = PUBLIC) plus owner. */
+  schemaUsage: Map<string, Set<string>>;
+  /** Every introspected schema name. */
+  schemas: string[];
+  /** The connecting user. */
+  currentUser: string;
+  /** Server version number (e.g. 150018). */
+  serverVersion: number;
+  /** Milliseconds introspection took. */
+  durationMs: number;
+}
+
+/** Key of a relation or function in the model's maps. */
+export function qualified(schema: string, name: string): string {
+  return `${schema}.${name}`;
+}
+
+/** Quotes an identifier for SQL. */
+export function ident(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** Finds a relation by name; schema defaults to the first match in `public`, then any schema. */
+export function findRelation(schema: Schema, name: string, ns?: string): Relation | undefined {
+  if (ns !== undefined) return schema.relations.get(qualified(ns, name));
+  return schema.relations.get(qualified("public", name)) ??
+    [...schema.relations.values()].find((r) => r.name === name);
+}
+
+/** Finds functions by name; schema defaults to `public`, then any schema. */
+export function findFunctions(schema: Schema, name: string, ns?: string): Func[] {
+  if (ns !== undefined) return schema.functions.get(qualified(ns, name)) ?? [];
+  const pub = schema.functions.get(qualified("public", name));
+  if (pub) return pub;
+  for (const [k, v] of schema.functions) if (k.endsWith(`.${name}`) && v[0].name === name) return v;
+  return [];
+}
+
+/** The roles whose privileges `role` holds (itself, inherited memberships, PUBLIC). */
+export function effectiveRoles(schema: Schema, role: string): Set<string> {
+  return schema.memberOf.get(role) ?? new Set([role, ""]);
+}
+
+/** Whether `role` may see a relation: SELECT granted (directly, inherited or PUBLIC) or owner. */
+export function canSelect(schema: Schema, role: string, rel: Relation): boolean {
+  const roles = effectiveRoles(schema, role);
+  if (roles.has(rel.owner)) return true;
+  const usage = schema.schemaUsage.get(rel.schema);
+  if (usage && ![...usage].some((g) => roles.has(g))) return false;
+  for (const g of rel.selectGrantees) if (roles.has(g)) return true;
+  return false;
+}
+
+/** Whether `role` may execute a function; `ignorePublic` drops grants to PUBLIC. */
+export function canExecute(schema: Schema, role: string, fn: Func, ignorePublic = false): boolean {
+  const roles = effectiveRoles(schema, role);
+  if (roles.has(fn.owner)) return true;
+  const usage = schema.schemaUsage.get(fn.schema);
+  if (usage && ![...usage].some((g) => roles.has(g))) return false;
+  for (const g of fn.executeGrantees) {
+    if (g === "" && ignorePublic) continue;
+    if (roles.has(g)) return true;
+  }
+  return false;
+}
