@@ -33,13 +33,13 @@ Deno.bench({
   name: "verify, no cache (HMAC every call)",
   group: "verify",
   baseline: true,
-  fn: () => mustVerify(uncached),
+  fn: async () => await mustVerify(uncached),
 });
 
 Deno.bench({
   name: "verify, LRU cache (hot token)",
   group: "verify",
-  fn: () => mustVerify(cached),
+  fn: async () => await mustVerify(cached),
 });
 
 Deno.bench({

@@ -56,7 +56,11 @@ export class SvcError extends Error {
   hint?: string;
 
   /** `status` defaults to the code's status in STATUS (500 when unknown). */
-  constructor(code: ErrorCode, message: string, opts: { details?: unknown; hint?: string; status?: number } = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { details?: unknown; hint?: string; status?: number } = {},
+  ) {
     super(message);
     this.code = code;
     this.status = opts.status ?? STATUS[code] ?? 500;

@@ -126,7 +126,11 @@ export interface LoadInput {
 type Flat = Map<string, { value: unknown; source: Source; where: string }>;
 
 /** Flattens nested objects into dotted keys; arrays and scalars are leaves. */
-export function flatten(obj: unknown, prefix = "", out: [string, unknown][] = []): [string, unknown][] {
+export function flatten(
+  obj: unknown,
+  prefix = "",
+  out: [string, unknown][] = [],
+): [string, unknown][] {
   if (obj !== null && typeof obj === "object" && !Array.isArray(obj) && !(obj instanceof Date)) {
     for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
       flatten(v, prefix ? `${prefix}.${k}` : k, out);
@@ -140,7 +144,9 @@ export function parseFlags(args: string[]): [string, string][] {
   const out: [string, string][] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    if (!a.startsWith("--") || a === "--") throw new ConfigError(`unexpected argument "${a}" (flags are --<key>=<value>)`);
+    if (!a.startsWith("--") || a === "--") {
+      throw new ConfigError(`unexpected argument "${a}" (flags are --<key>=<value>)`);
+    }
     const body = a.slice(2);
     const eq = body.indexOf("=");
     if (eq >= 0) out.push([body.slice(0, eq), body.slice(eq + 1)]);
@@ -158,13 +164,22 @@ export function parseConfigFile(path: string, text: string): unknown {
     if (ext === "yaml" || ext === "yml") return parseYaml(text) ?? {};
     if (ext === "huml") return parseHuml(text);
   } catch (e) {
-    const err = e as { line?: number; column?: number; linePos?: { line: number; col: number }[]; message: string };
+    const err = e as {
+      line?: number;
+      column?: number;
+      linePos?: { line: number; col: number }[];
+      message: string;
+    };
     const line = err.line ?? err.linePos?.[0]?.line;
     const col = err.column ?? err.linePos?.[0]?.col;
     const loc = line !== undefined ? `:${line}:${col ?? 1}` : "";
-    throw new ConfigError(`${path}${loc}: cannot parse ${ext?.toUpperCase()} config: ${err.message.split("\n")[0]}`);
+    throw new ConfigError(
+      `${path}${loc}: cannot parse ${ext?.toUpperCase()} config: ${err.message.split("\n")[0]}`,
+    );
   }
-  throw new ConfigError(`${path}: unknown config file extension (expected .toml, .yaml, .yml or .huml)`);
+  throw new ConfigError(
+    `${path}: unknown config file extension (expected .toml, .yaml, .yml or .huml)`,
+  );
 }
 
 function envToKey(name: string): string {
@@ -189,7 +204,9 @@ export function loadConfig(input: LoadInput = {}): Config {
     if (data === null || typeof data !== "object" || Array.isArray(data)) {
       throw new ConfigError(`${configPath}: the config file must hold a table/dict at its root`);
     }
-    for (const [k, v] of flatten(data)) flat.set(k, { value: v, source: "file", where: configPath });
+    for (const [k, v] of flatten(data)) {
+      flat.set(k, { value: v, source: "file", where: configPath });
+    }
   }
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith("SVC_") || name === "SVC_CONFIG" || name === "SVC_RELOAD_REASON") continue;
@@ -213,14 +230,22 @@ function build(flat: Flat): Config {
   const explicit = new Set<string>();
   for (const [key, { value, source, where }] of flat) {
     const m = matchKey(key);
-    const at = source === "file" ? `in ${where}` : source === "env" ? `from environment ${where}` : `from flag ${where}`;
+    const at = source === "file"
+      ? `in ${where}`
+      : source === "env"
+      ? `from environment ${where}`
+      : `from flag ${where}`;
     if (!m) {
-      throw new ConfigError(`unknown configuration key "${key}" ${at}; did you mean "${closestKey(key)}"?`);
+      throw new ConfigError(
+        `unknown configuration key "${key}" ${at}; did you mean "${closestKey(key)}"?`,
+      );
     }
     const parsed = schemaFor(m.spec.kind).safeParse(value);
     if (!parsed.success) {
       throw new ConfigError(
-        `invalid value for "${key}" ${at}: expected ${describeKind(m.spec.kind)}, got ${JSON.stringify(value)}`,
+        `invalid value for "${key}" ${at}: expected ${describeKind(m.spec.kind)}, got ${
+          JSON.stringify(value)
+        }`,
       );
     }
     explicit.add(m.spec.key);
@@ -269,27 +294,37 @@ function build(flat: Flat): Config {
   (out.http as Record<string, unknown>).functions ??= {};
   out.typescript ??= {};
   const cfg = out as unknown as Config;
-  const granular = ["pg.host", "pg.port", "pg.database", "pg.user", "pg.password"].filter((k) => explicit.has(k));
+  const granular = ["pg.host", "pg.port", "pg.database", "pg.user", "pg.password"].filter((k) =>
+    explicit.has(k)
+  );
   if (cfg.pg.uri !== undefined && granular.length > 0) {
     throw new ConfigError(
-      `pg.uri cannot be combined with ${granular.join(", ")}: give either the full connection string or the granular fields`,
+      `pg.uri cannot be combined with ${
+        granular.join(", ")
+      }: give either the full connection string or the granular fields`,
     );
   }
-  for (const [name, re] of [
-    ["http.functions.allowed_auth", cfg.http.functions.allowed_auth],
-    ...Object.entries(cfg.logging.filter).map(([k, v]) => [`logging.filter.${k}`, v]),
-    ...Object.entries(cfg.logging.exclude).map(([k, v]) => [`logging.exclude.${k}`, v]),
-  ] as [string, string | undefined][]) {
+  for (
+    const [name, re] of [
+      ["http.functions.allowed_auth", cfg.http.functions.allowed_auth],
+      ...Object.entries(cfg.logging.filter).map(([k, v]) => [`logging.filter.${k}`, v]),
+      ...Object.entries(cfg.logging.exclude).map(([k, v]) => [`logging.exclude.${k}`, v]),
+    ] as [string, string | undefined][]
+  ) {
     if (re === undefined) continue;
     try {
       new RegExp(re);
     } catch (e) {
-      throw new ConfigError(`invalid value for "${name}": not a regular expression (${(e as Error).message})`);
+      throw new ConfigError(
+        `invalid value for "${name}": not a regular expression (${(e as Error).message})`,
+      );
     }
   }
   for (const [schema, fns] of Object.entries(cfg.route)) {
     for (const [fn, r] of Object.entries(fns)) {
-      if (!r.path) throw new ConfigError(`route.${schema}.${fn}.path is required to declare a route`);
+      if (!r.path) {
+        throw new ConfigError(`route.${schema}.${fn}.path is required to declare a route`);
+      }
       if (r.path.startsWith("/auth/") || r.path === "/auth") {
         throw new ConfigError(`route.${schema}.${fn}.path: the prefix /auth/ is reserved`);
       }

@@ -133,7 +133,21 @@ export async function startCluster(opts: { port?: number; log?: boolean } = {}):
     dir,
     uriFor,
     psql: (sql, database = "postgres") =>
-      run([psqlBin, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-d", database], {
+      run([
+        psqlBin,
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(port),
+        "-U",
+        "postgres",
+        "-d",
+        database,
+      ], {
         asPostgres: false,
         stdin: sql,
       }),
@@ -152,7 +166,8 @@ export async function startCluster(opts: { port?: number; log?: boolean } = {}):
       stopped = true;
       const argv = [`${bin}/pg_ctl`, "-D", data, "-m", "immediate", "-w", "stop"];
       const full = isRoot() ? ["runuser", "-u", "postgres", "--", ...argv] : argv;
-      new Deno.Command(full[0], { args: full.slice(1), stdout: "null", stderr: "null" }).outputSync();
+      new Deno.Command(full[0], { args: full.slice(1), stdout: "null", stderr: "null" })
+        .outputSync();
       try {
         Deno.removeSync(dir, { recursive: true });
       } catch { /* gone */ }
@@ -163,9 +178,9 @@ export async function startCluster(opts: { port?: number; log?: boolean } = {}):
 /** Reads the Chinook demo SQL shipped in demo/, minus its DROP/CREATE DATABASE and \c lines. */
 export async function chinookSql(): Promise<string> {
   const text = await Deno.readTextFile(new URL("../../demo/chinook.sql", import.meta.url));
-  return text.split("\n").filter((l) =>
-    !/^\s*(DROP DATABASE|CREATE DATABASE|\\c)\b/i.test(l)
-  ).join("\n");
+  return text.split("\n").filter((l) => !/^\s*(DROP DATABASE|CREATE DATABASE|\\c)\b/i.test(l)).join(
+    "\n",
+  );
 }
 
 /** SQL creating the demo roles: `~anonymous` (read access) and `app_user` (read/write). */

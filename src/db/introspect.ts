@@ -83,7 +83,8 @@ const Q_SCHEMAS = `
 select n.nspname as name, pg_get_userbyid(n.nspowner) as owner, coalesce(n.nspacl::text[], '{}') as acl
 from pg_namespace n where ${SYSTEM}`;
 
-const Q_META = `select current_user as current_user, current_setting('server_version_num')::int as version`;
+const Q_META =
+  `select current_user as current_user, current_setting('server_version_num')::int as version`;
 
 /** Parses aclitem texts (`grantee=privs/grantor`) into grantees holding `priv` ("" = PUBLIC). */
 export function granteesWith(acl: string[], priv: string): Set<string> {
@@ -119,7 +120,11 @@ type Row = Record<string, unknown>;
 /** Introspects the database at `uri` into a Schema model, applying the blacklist. */
 export async function introspect(uri: string, blacklist = new Blacklist()): Promise<Schema> {
   const t0 = performance.now();
-  const sql = postgres(uri, { max: 1, onnotice: () => {}, connection: { application_name: "svc-introspect" } });
+  const sql = postgres(uri, {
+    max: 1,
+    onnotice: () => {},
+    connection: { application_name: "svc-introspect" },
+  });
   try {
     // All queries pipelined on the one connection inside a repeatable-read snapshot.
     const [rels, cols, cons, fns, types, roles, schemas, meta] = await sql.begin(
@@ -167,7 +172,16 @@ function toColumn(r: Row): Column {
 
 /** Builds the model from catalog rows (pure; exported for tests and benchmarks). */
 export function buildSchema(
-  rows: { rels: Row[]; cols: Row[]; cons: Row[]; fns: Row[]; types: Row[]; roles: Row[]; schemas: Row[]; meta: Row[] },
+  rows: {
+    rels: Row[];
+    cols: Row[];
+    cons: Row[];
+    fns: Row[];
+    types: Row[];
+    roles: Row[];
+    schemas: Row[];
+    meta: Row[];
+  },
   blacklist: Blacklist,
 ): Schema {
   const byOid = new Map<number, Relation>();
@@ -203,10 +217,12 @@ export function buildSchema(
       owner: r.owner as string,
     };
     // A view's columns are never mandatory: their nullability is unknown to the catalogs.
-    if (rel.kind === "view") for (const c of columns) c.mandatory = false;
+    if (rel.kind === "view") { for (const c of columns) c.mandatory = false; }
     if ((r.acl as string[]).length === 0) rel.selectGrantees.add(rel.owner);
     byOid.set(oid, rel);
-    if (!blacklist.relation(rel.schema, rel.name)) relations.set(qualified(rel.schema, rel.name), rel);
+    if (!blacklist.relation(rel.schema, rel.name)) {
+      relations.set(qualified(rel.schema, rel.name), rel);
+    }
   }
   for (const c of rows.cons) {
     const rel = byOid.get(Number(c.rel));
@@ -224,7 +240,10 @@ export function buildSchema(
         columns: cols,
         references: { schema: target.schema, relation: target.name, columns: c.fcols as string[] },
       };
-      if (relations.has(qualified(rel.schema, rel.name)) && relations.has(qualified(target.schema, target.name))) {
+      if (
+        relations.has(qualified(rel.schema, rel.name)) &&
+        relations.has(qualified(target.schema, target.name))
+      ) {
         rel.foreignKeys.push(fk);
         target.referencedBy.push(fk);
       }
@@ -245,7 +264,11 @@ export function buildSchema(
         fields: compositeCols.get(Number(t.relid)) ?? [],
       });
     } else if (t.typtype === "e") {
-      enums.push({ schema: t.schema as string, name: t.name as string, labels: t.labels as string[] });
+      enums.push({
+        schema: t.schema as string,
+        name: t.name as string,
+        labels: t.labels as string[],
+      });
     }
   }
   const relByRowType = new Map<number, Relation>();
@@ -266,12 +289,16 @@ export function buildSchema(
       mode: modes.length ? MODES[modes[i]] : "in",
       hasDefault: false,
     }));
-    const inArgs = args.filter((a) => a.mode === "in" || a.mode === "inout" || a.mode === "variadic");
+    const inArgs = args.filter((a) =>
+      a.mode === "in" || a.mode === "inout" || a.mode === "variadic"
+    );
     const nd = Number(f.ndefaults);
     for (let i = inArgs.length - nd; i < inArgs.length; i++) inArgs[i].hasDefault = true;
     const retRel = relByRowType.get(Number(f.ret_oid));
     const retComposite = composites.get(Number(f.ret_oid));
-    const outArgs = args.filter((a) => a.mode === "out" || a.mode === "inout" || a.mode === "table");
+    const outArgs = args.filter((a) =>
+      a.mode === "out" || a.mode === "inout" || a.mode === "table"
+    );
     let columns: Column[] | null = null;
     if (retRel) columns = retRel.columns;
     else if (retComposite) columns = retComposite.fields;
@@ -320,14 +347,22 @@ export function buildSchema(
     if (inArgs.length === 1 && !inArgs[0].hasDefault) {
       const rel = relByRowType.get(inArgs[0].typeOid);
       if (rel && !rel.columnMap.has(fn.name)) {
-        const cf: ComputedField = { name: fn.name, schema: fn.schema, type: fn.returns.type, set: fn.returns.set };
+        const cf: ComputedField = {
+          name: fn.name,
+          schema: fn.schema,
+          type: fn.returns.type,
+          set: fn.returns.set,
+        };
         rel.computedFields.set(fn.name, cf);
       }
     }
   }
   const direct = new Map<string, { inherit: boolean; memberOf: string[] }>();
   for (const r of rows.roles) {
-    direct.set(r.name as string, { inherit: r.inherit as boolean, memberOf: r.member_of as string[] });
+    direct.set(r.name as string, {
+      inherit: r.inherit as boolean,
+      memberOf: r.member_of as string[],
+    });
   }
   const memberOf = new Map<string, Set<string>>();
   for (const name of direct.keys()) {

@@ -35,7 +35,12 @@ export interface ForeignKey {
 }
 
 /** Kinds of relations. */
-export type RelationKind = "table" | "view" | "materialized_view" | "partitioned_table" | "foreign_table";
+export type RelationKind =
+  | "table"
+  | "view"
+  | "materialized_view"
+  | "partitioned_table"
+  | "foreign_table";
 
 /** A computed field: a function taking one row of the relation. */
 export interface ComputedField {

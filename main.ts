@@ -1,0 +1,99 @@
+/**
+ * svc entry point: load configuration, start serving, load the schema (retrying until the
+ * database answers), reload on SIGUSR1, shut down gracefully on SIGTERM/SIGINT.
+ */
+import { type Config, ConfigError, connectionString, loadConfig } from "./src/config/load.ts";
+import { configureLogging, log } from "./src/log.ts";
+import { loadSecret, SecretError } from "./src/auth/secret.ts";
+import { Sessions } from "./src/auth/session.ts";
+import { Database } from "./src/db/pool.ts";
+import { Runtime } from "./src/runtime.ts";
+import { createApp } from "./src/http/server.ts";
+
+/** A running server. */
+export interface Server {
+  cfg: Config;
+  port: number;
+  runtime: Runtime;
+  /** Resolves when the first successful load is done. */
+  ready: Promise<void>;
+  /** Graceful shutdown: stop accepting, drain, close the pool. */
+  shutdown(): Promise<void>;
+}
+
+/** Starts svc with a loaded configuration. */
+export async function start(cfg: Config): Promise<Server> {
+  configureLogging(cfg.logging);
+  const secret = await loadSecret({ secret: cfg.jwt.secret, secretsDir: cfg.secrets.dir });
+  const sessions = new Sessions({
+    secret,
+    algorithm: cfg.jwt.algorithm,
+    maxAge: cfg.jwt.max_age,
+    renewAfter: cfg.jwt.renew_after,
+    maxSessionAge: cfg.jwt.max_session_age,
+    cookieName: cfg.jwt.cookie_name,
+    sameSite: cfg.jwt.same_site,
+  });
+  const db = new Database(connectionString(cfg), cfg.pg.pool_size);
+  const runtime = new Runtime(cfg);
+  const app = createApp({ cfg, db, runtime, sessions });
+  const server = Deno.serve({
+    hostname: cfg.http.host,
+    port: cfg.http.port,
+    onListen: () => {},
+  }, app.fetch);
+  const port = (server.addr as Deno.NetAddr).port;
+  log.info("listening on {host}:{port}", { host: cfg.http.host, port });
+
+  let stopping = false;
+  const ready = (async () => {
+    let delay = 250;
+    while (!stopping) {
+      if (await runtime.reload("startup")) return;
+      log.warn("database not ready; retrying in {ms} ms", { ms: delay });
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 5000);
+    }
+  })();
+
+  const shutdown = async () => {
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down");
+    const drained = server.shutdown();
+    await runtime.drain(cfg.reload.drain_timeout);
+    await drained;
+    await db.close();
+  };
+  return { cfg, port, runtime, ready, shutdown };
+}
+
+if (import.meta.main) {
+  let cfg: Config;
+  try {
+    cfg = loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`svc: configuration error: ${e.message}`);
+      Deno.exit(2);
+    }
+    throw e;
+  }
+  let server: Server;
+  try {
+    server = await start(cfg);
+  } catch (e) {
+    if (e instanceof SecretError || e instanceof ConfigError) {
+      console.error(`svc: configuration error: ${e.message}`);
+      Deno.exit(2);
+    }
+    throw e;
+  }
+  Deno.addSignalListener("SIGUSR1", () => void server.runtime.reload("signal"));
+  for (const sig of ["SIGTERM", "SIGINT"] as const) {
+    Deno.addSignalListener(sig, async () => {
+      await server.shutdown();
+      Deno.exit(0);
+    });
+  }
+}

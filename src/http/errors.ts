@@ -1,0 +1,145 @@
+/**
+ * The one place errors become HTTP responses (DECISIONS.md §1): service errors keep their code,
+ * database errors map by SQLSTATE (`PG_<sqlstate>`), `RSnnn` raised in SQL becomes status nnn,
+ * anything else is INTERNAL. In dev mode generic errors carry the database text and a stack.
+ */
+import { SvcError } from "../errors.ts";
+
+/** What the mapping needs to know about the request. */
+export interface ErrorContext {
+  dev: boolean;
+  /** Whether the request ran as the anonymous role (42501 → 401 instead of 403). */
+  anonymous: boolean;
+}
+
+interface PgLike {
+  code?: string;
+  message: string;
+  detail?: string;
+  hint?: string;
+  where?: string;
+  column_name?: string;
+  constraint_name?: string;
+  table_name?: string;
+}
+
+const CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ENOTFOUND",
+  "EPIPE",
+  "57P01",
+  "57P02",
+  "57P03",
+  "08000",
+  "08003",
+  "08006",
+  "08001",
+  "08004",
+]);
+
+function isPgError(e: unknown): e is PgLike & Error {
+  return e instanceof Error && typeof (e as PgLike).code === "string";
+}
+
+/** Status of a SQLSTATE (DECISIONS.md §1). */
+export function statusOfSqlState(code: string, anonymous: boolean): number {
+  if (/^RS\d{3}$/.test(code)) return Number(code.slice(2));
+  if (code === "42501") return anonymous ? 401 : 403;
+  if (code === "23505" || code === "23503") return 409;
+  if (code === "23502" || code === "23514") return 400;
+  if (code.startsWith("22")) return 400;
+  if (code === "P0001") return 400;
+  if (code === "40001" || code === "40P01") return 503;
+  if (code === "57014") return 504;
+  if (code.startsWith("53")) return 503;
+  return 500;
+}
+
+/** Converts any thrown value into a SvcError (keeping database details for dev mode). */
+export function toSvcError(e: unknown, ctx: ErrorContext): SvcError {
+  if (e instanceof SvcError) return e;
+  if (isPgError(e)) {
+    const code = e.code!;
+    if (CONNECTION_CODES.has(code)) {
+      return withDb(new SvcError("PG_UNAVAILABLE", "the database is unavailable"), e, ctx);
+    }
+    if (/^RS\d{3}$/.test(code)) {
+      const status = Number(code.slice(2));
+      const err = new SvcError(code as `RS${number}`, e.message, {
+        status: status >= 400 && status < 600 ? status : 400,
+        details: e.detail || undefined,
+        hint: e.hint || undefined,
+      });
+      return err;
+    }
+    if (/^[0-9A-Z]{5}$/.test(code)) {
+      const status = statusOfSqlState(code, ctx.anonymous);
+      const message = status >= 500 ? "internal database error" : e.message;
+      const details: Record<string, unknown> = {};
+      if (status < 500) {
+        if (e.detail) details.detail = e.detail;
+        if (e.column_name) details.column = e.column_name;
+        if (e.constraint_name) details.constraint = e.constraint_name;
+        if (e.table_name) details.table = e.table_name;
+      }
+      const err = new SvcError(`PG_${code}`, message, {
+        status,
+        details: Object.keys(details).length ? details : undefined,
+        hint: status < 500 ? e.hint || undefined : undefined,
+      });
+      return withDb(err, e, ctx);
+    }
+  }
+  const err = new SvcError("INTERNAL", "internal error");
+  if (ctx.dev && e instanceof Error) (err as SvcError & { cause?: unknown }).cause = e;
+  return err;
+}
+
+const DB = Symbol("db");
+
+function withDb(err: SvcError, e: PgLike & Error, ctx: ErrorContext): SvcError {
+  if (ctx.dev) {
+    (err as unknown as Record<symbol, unknown>)[DB] = {
+      sqlstate: e.code,
+      message: e.message,
+      detail: e.detail ?? null,
+      hint: e.hint ?? null,
+      where: e.where ?? null,
+      stack: e.stack,
+    };
+  }
+  return err;
+}
+
+/** The JSON body of an error, with dev-mode extras for generic (5xx or database) errors. */
+export function errorBody(err: SvcError, ctx: ErrorContext): Record<string, unknown> {
+  const body = err.toJSON();
+  if (ctx.dev) {
+    const db = (err as unknown as Record<symbol, unknown>)[DB] as
+      | Record<string, unknown>
+      | undefined;
+    if (db) {
+      const { stack, ...rest } = db;
+      body.db_error = rest;
+      body.stack = stack;
+    } else if (err.status >= 500) {
+      const cause = (err as SvcError & { cause?: unknown }).cause;
+      body.stack = cause instanceof Error ? cause.stack : err.stack;
+    }
+  }
+  return body;
+}
+
+/** The HTTP response of an error. */
+export function errorResponse(e: unknown, ctx: ErrorContext, headers?: HeadersInit): Response {
+  const err = toSvcError(e, ctx);
+  const h = new Headers(headers);
+  h.set("content-type", "application/json");
+  h.set("x-svc-errorcode", err.code);
+  return new Response(JSON.stringify(errorBody(err, ctx)), { status: err.status, headers: h });
+}

@@ -1,0 +1,231 @@
+/**
+ * The query endpoint: POST /svc (reads, writes, ComplexQuery flags, batches) and GET /svc (the
+ * read-only query-string form). Pipeline: parse/validate → plan (pure) → SQL → execute as the
+ * request's role → respond. A plain read is streamed straight from PostgreSQL's JSON rows.
+ */
+import type { Config } from "../config/load.ts";
+import {
+  type Database,
+  jsonArray,
+  type RequestRole,
+  type RequestTx,
+  streamRaw,
+} from "../db/pool.ts";
+import { SvcError } from "../errors.ts";
+import type { RelationNode } from "../compile/ast.ts";
+import { parseQuery } from "../compile/parse.ts";
+import { compileRead } from "../compile/sql.ts";
+import { type ComplexQuery, parseBody } from "../compile/complex.ts";
+import { parseGetQuery } from "../compile/get.ts";
+import { planWrite } from "../write/plan.ts";
+import { executeWrite } from "../write/execute.ts";
+import { resolveParams } from "../wellknown/registry.ts";
+import type { AppState } from "../runtime.ts";
+
+/** Rows up to this root limit are fetched in one round trip; larger reads stream via a cursor. */
+const STREAM_THRESHOLD = 1000;
+
+/** What the handler needs per request. */
+export interface SvcContext {
+  cfg: Config;
+  db: Database;
+  state: AppState;
+  who: RequestRole;
+}
+
+interface Resolved {
+  node: RelationNode;
+  params?: Record<string, unknown>;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/** Resolves a query position: an ad-hoc Relation or `{wellknown, params}`. */
+function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolved {
+  if (isObject(query) && "wellknown" in query) {
+    const name = query.wellknown;
+    if (typeof name !== "string") {
+      throw new SvcError("QUERY_INVALID", "wellknown must be a string", {
+        details: { pointer: `${pointer}/wellknown` },
+      });
+    }
+    for (const k of Object.keys(query)) {
+      if (k !== "wellknown" && k !== "params") {
+        throw new SvcError("QUERY_INVALID", `unknown field "${k}" next to wellknown`, {
+          details: { pointer: `${pointer}/${k}` },
+        });
+      }
+    }
+    const wk = ctx.state.wellknown.get(name);
+    return { node: wk.node, params: resolveParams(wk, query.params ?? {}) };
+  }
+  return {
+    node: parseQuery(ctx.state.schema, query, { maxDepth: ctx.cfg.pg.query.max_depth, pointer }),
+  };
+}
+
+/** Reads the JSON body under `http.max_body_size`; QUERY_INVALID when it is not JSON. */
+export async function readJsonBody(req: Request, maxBytes: number): Promise<unknown> {
+  const len = Number(req.headers.get("content-length") ?? "NaN");
+  if (len > maxBytes) {
+    throw new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
+  }
+  const chunks: Uint8Array[] = [];
+  let n = 0;
+  if (req.body) {
+    for await (const c of req.body) {
+      n += c.length;
+      if (n > maxBytes) {
+        throw new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
+      }
+      chunks.push(c);
+    }
+  }
+  const buf = new Uint8Array(n);
+  let o = 0;
+  for (const c of chunks) {
+    buf.set(c, o);
+    o += c.length;
+  }
+  try {
+    return JSON.parse(new TextDecoder().decode(buf));
+  } catch (e) {
+    throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
+      details: { pointer: "" },
+    });
+  }
+}
+
+function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): Response {
+  return new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
+}
+
+/** A plain read answered from raw JSON rows: one round trip, or a cursor stream when large. */
+async function plainRead(ctx: SvcContext, r: Resolved): Promise<Response> {
+  const compiled = compileRead(r.node, { params: r.params });
+  const { sql, params } = compiled.rows;
+  if (r.node.limit !== null && r.node.limit <= STREAM_THRESHOLD) {
+    return jsonResponse(jsonArray(await ctx.db.readRaw(ctx.who, sql, params)));
+  }
+  return jsonResponse(await streamRaw(ctx.db, ctx.who, sql, params));
+}
+
+function parseRows(rows: Record<string, unknown>[]): unknown[] {
+  return rows.map((row) => (typeof row.j === "string" ? JSON.parse(row.j) : row.j));
+}
+
+async function explain(tx: RequestTx, sql: string, params: unknown[]): Promise<unknown> {
+  const rows = await tx.query(`explain (format json) ${sql}`, params, { prepare: false });
+  const plan = rows[0]["QUERY PLAN"];
+  const parsed = typeof plan === "string" ? JSON.parse(plan) : plan;
+  return Array.isArray(parsed) ? parsed[0] : parsed;
+}
+
+/** Runs one ComplexQuery inside the transaction; returns the bare selection or the envelope. */
+async function runOne(
+  ctx: SvcContext,
+  tx: RequestTx,
+  q: ComplexQuery,
+  pointer: string,
+): Promise<unknown> {
+  const allow = ctx.cfg.pg.query;
+  if (q.rollback && !allow.allow_rollback) {
+    throw new SvcError(
+      "QUERY_ROLLBACK_NOT_GRANTED",
+      "rollback is disabled (pg.query.allow_rollback)",
+    );
+  }
+  const r = resolveQuery(
+    ctx,
+    q.query,
+    `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
+  );
+  const isWrite = q.data !== undefined;
+  const want = {
+    count: !!q.count && allow.allow_count,
+    stats: !!q.stats && allow.allow_stats,
+    plan: !!q.query_plan && allow.allow_query_plan,
+    sql: !!q.sql && allow.allow_sql,
+  };
+  const out: Record<string, unknown> = {};
+  if (q.rollback) await tx.query("savepoint svc_rollback", [], { prepare: false });
+  if (!isWrite) {
+    const compiled = compileRead(r.node, { params: r.params, count: want.count });
+    const rows = parseRows(await tx.query(compiled.rows.sql, compiled.rows.params));
+    if (q.returns !== "none") out.result = rows;
+    if (q.count) {
+      if (want.count && compiled.count) {
+        const c = await tx.query(compiled.count.sql, compiled.count.params);
+        out.count = Number(c[0].count);
+      }
+      out.offset = r.node.offset ?? 0;
+      if (r.node.limit !== null) out.limit = r.node.limit;
+    }
+    if (q.query_plan) {
+      out.query_plan = want.plan
+        ? [await explain(tx, compiled.rows.sql, compiled.rows.params)]
+        : [];
+    }
+    if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
+  } else {
+    const plan = planWrite(r.node, q.data, `${pointer}/data`);
+    const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
+    const sqlOut: unknown[] = [...wr.sql];
+    const plans: unknown[] = [...wr.plans];
+    if (q.returns !== "none") {
+      const back = compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys });
+      out.result = parseRows(await tx.query(back.rows.sql, back.rows.params));
+      if (want.sql) sqlOut.push({ path: [], select: back.rows.sql });
+    }
+    if (q.stats) out.stats = want.stats ? wr.stats : [];
+    if (q.sql) out.sql = want.sql ? sqlOut : [];
+    if (q.query_plan) out.query_plan = want.plan ? plans : [];
+  }
+  if (q.rollback) await tx.query("rollback to savepoint svc_rollback", [], { prepare: false });
+  return q.complex ? out : out.result;
+}
+
+/** POST /svc. */
+export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
+  const body = await readJsonBody(req, ctx.cfg.http.max_body_size);
+  const parsed = parseBody(body);
+  if (parsed.kind === "single") {
+    const q = parsed.query;
+    if (!q.complex && q.data === undefined && !q.rollback) {
+      return plainRead(ctx, resolveQuery(ctx, q.query, ""));
+    }
+    const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
+    return jsonResponse(JSON.stringify(result));
+  }
+  const results = await ctx.db.transaction(ctx.who, async (tx) => {
+    const out: unknown[] = [];
+    for (let i = 0; i < parsed.items.length; i++) {
+      try {
+        out.push(await runOne(ctx, tx, parsed.items[i], `/${i}`));
+      } catch (e) {
+        if (e instanceof SvcError) {
+          e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
+        } else if (e instanceof Error) {
+          (e as Error & { batchIndex?: number }).batchIndex = i;
+        }
+        throw e;
+      }
+    }
+    return out;
+  });
+  return jsonResponse(JSON.stringify(results));
+}
+
+/** GET /svc: the same read from the query string. */
+export function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
+  const g = parseGetQuery(url.searchParams);
+  if (g.wellknown !== undefined) {
+    return plainRead(
+      ctx,
+      resolveQuery(ctx, { wellknown: g.wellknown, params: g.params ?? {} }, ""),
+    );
+  }
+  return plainRead(ctx, resolveQuery(ctx, g.tree, ""));
+}

@@ -1,0 +1,170 @@
+/**
+ * The live state (schema model, well-known queries) and its reload (DECISIONS.md §7): hold new
+ * requests → drain in-flight ones (then cancel them) → run `reload.cmd` → re-introspect and
+ * reload well-known queries → swap atomically → release. A failed reload keeps the old state.
+ */
+import type { Config } from "./config/load.ts";
+import { connectionString } from "./config/load.ts";
+import { Blacklist } from "./db/blacklist.ts";
+import { introspect } from "./db/introspect.ts";
+import type { Schema } from "./db/schema.ts";
+import { loadWellKnown, type Registry } from "./wellknown/registry.ts";
+import { log } from "./log.ts";
+
+/** Everything a request reads, swapped as one value. */
+export interface AppState {
+  schema: Schema;
+  wellknown: Registry;
+  /** Whether `pg.query.anonymous_role` exists (else anonymous access is disabled). */
+  anonymousExists: boolean;
+  loadedAt: Date;
+}
+
+/** Hooks run during a reload after the new state is built (e.g. writing database.ts). */
+export type ReloadHook = (state: AppState) => Promise<void> | void;
+
+/** Holds the state, counts in-flight requests and performs reloads. */
+export class Runtime {
+  state: AppState | null = null;
+  #inflight = new Set<AbortController>();
+  #hold: Promise<void> | null = null;
+  #idle: (() => void) | null = null;
+  #reloading: Promise<boolean> | null = null;
+  hooks: ReloadHook[] = [];
+
+  /** Creates the runtime for a configuration. */
+  constructor(readonly cfg: Config) {}
+
+  /** Enters a request: waits while a reload holds requests. Returns its abort signal and exit. */
+  async enter(): Promise<{ signal: AbortSignal; leave: () => void }> {
+    while (this.#hold) await this.#hold;
+    const ac = new AbortController();
+    this.#inflight.add(ac);
+    return {
+      signal: ac.signal,
+      leave: () => {
+        this.#inflight.delete(ac);
+        if (this.#inflight.size === 0) this.#idle?.();
+      },
+    };
+  }
+
+  /** Number of requests in flight. */
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  /** Waits up to `seconds` for in-flight requests, then aborts the rest. */
+  async drain(seconds: number): Promise<void> {
+    if (this.#inflight.size === 0) return;
+    const idle = new Promise<void>((r) => (this.#idle = r));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((
+      r,
+    ) => (timer = setTimeout(() => r("timeout"), seconds * 1000)));
+    const outcome = await Promise.race([idle, timeout]);
+    clearTimeout(timer);
+    this.#idle = null;
+    if (outcome === "timeout") {
+      log.warn("drain timeout: cancelling {count} in-flight request(s)", {
+        count: this.#inflight.size,
+      });
+      for (const ac of this.#inflight) ac.abort(new Error("cancelled by reload"));
+    }
+  }
+
+  /** Reloads (or loads, at startup). Concurrent calls share one reload. Returns success. */
+  reload(reason: "startup" | "signal"): Promise<boolean> {
+    this.#reloading ??= this.#doReload(reason).finally(() => (this.#reloading = null));
+    return this.#reloading;
+  }
+
+  async #doReload(reason: "startup" | "signal"): Promise<boolean> {
+    const t0 = performance.now();
+    let release!: () => void;
+    this.#hold = new Promise((r) => (release = r));
+    try {
+      await this.drain(this.cfg.reload.drain_timeout);
+      if (this.cfg.reload.cmd) {
+        await runReloadCmd(this.cfg.reload.cmd, reason, this.cfg.reload.timeout);
+      }
+      const state = await buildState(this.cfg);
+      for (const hook of this.hooks) await hook(state);
+      this.state = state;
+      log.info(
+        "{reason} reload done in {ms} ms: {relations} relations, {wellknown} well-known queries",
+        {
+          reason,
+          ms: Math.round(performance.now() - t0),
+          relations: state.schema.relations.size,
+          wellknown: state.wellknown.list().length,
+          introspection_ms: Math.round(state.schema.durationMs),
+        },
+      );
+      return true;
+    } catch (e) {
+      log.error("{reason} reload failed, keeping the previous state: {error}", {
+        reason,
+        error: (e as Error).message,
+      });
+      return false;
+    } finally {
+      this.#hold = null;
+      release();
+    }
+  }
+}
+
+/** Builds a fresh state: introspection, then well-known queries compiled against it. */
+export async function buildState(cfg: Config): Promise<AppState> {
+  const schema = await introspect(connectionString(cfg), new Blacklist(cfg.blacklist));
+  const wellknown = await loadWellKnown(schema, cfg.pg.query.wellknown_path, {
+    maxDepth: cfg.pg.query.max_depth,
+  });
+  for (const w of wellknown.warnings) {
+    log.warn("well-known query {name} deactivated: {message} ({files})", {
+      name: w.name ?? "(file)",
+      message: w.message,
+      files: w.files.join(", "),
+    });
+  }
+  const anonymousExists = schema.roles.has(cfg.pg.query.anonymous_role);
+  if (!anonymousExists) {
+    log.warn("anonymous role {role} does not exist: anonymous access is disabled", {
+      role: cfg.pg.query.anonymous_role,
+    });
+  }
+  return { schema, wellknown, anonymousExists, loadedAt: new Date() };
+}
+
+/** Runs `reload.cmd` with `sh -c` under a timeout; throws on failure or timeout. */
+export async function runReloadCmd(
+  cmd: string,
+  reason: string,
+  timeoutSeconds: number,
+): Promise<void> {
+  const child = new Deno.Command("sh", {
+    args: ["-c", cmd],
+    env: { SVC_RELOAD_REASON: reason },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<"timeout">((
+    r,
+  ) => (timer = setTimeout(() => r("timeout"), timeoutSeconds * 1000)));
+  const result = await Promise.race([child.output(), timeout]);
+  clearTimeout(timer);
+  if (result === "timeout") {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await child.status;
+    throw new Error(`reload.cmd timed out after ${timeoutSeconds} s`);
+  }
+  if (!result.success) {
+    const err = new TextDecoder().decode(result.stderr).trim();
+    throw new Error(`reload.cmd exited with ${result.code}${err ? `: ${err}` : ""}`);
+  }
+}

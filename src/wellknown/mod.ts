@@ -1,0 +1,15 @@
+/**
+ * Well-known queries: loader, registry, params resolution and GET decoding.
+ *
+ * @module
+ */
+export {
+  decodeGetParam,
+  type LoadWarning,
+  loadWellKnown,
+  type ParamDef,
+  Registry,
+  resolveParams,
+  type WellKnown,
+} from "./load.ts";
+export { isParamType, jsonKind, matchesType, PARAM_TYPES } from "./params.ts";

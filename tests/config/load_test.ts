@@ -1,0 +1,167 @@
+import assert from "node:assert/strict";
+import { ConfigError, connectionString, loadConfig } from "../../src/config/load.ts";
+import { KEYS } from "../../src/config/keys.ts";
+
+const dir = await Deno.makeTempDir({ prefix: "svc-cfg-" });
+
+function write(name: string, text: string): string {
+  const p = `${dir}/${name}`;
+  Deno.writeTextFileSync(p, text);
+  return p;
+}
+
+const files = {
+  toml: write(
+    "a.toml",
+    `[http]\nport = 1111\n[pg.query]\nanonymous_role = "file_role"\nmax_depth = 3\n`,
+  ),
+  yaml: write(
+    "a.yaml",
+    `http:\n  port: 1111\npg:\n  query:\n    anonymous_role: file_role\n    max_depth: 3\n`,
+  ),
+  huml: write(
+    "a.huml",
+    `http::\n  port: 1111\npg::\n  query::\n    anonymous_role: "file_role"\n    max_depth: 3\n`,
+  ),
+};
+
+for (const [fmt, path] of Object.entries(files)) {
+  Deno.test(`precedence matrix (${fmt}): flag > env > file > default`, () => {
+    const base = loadConfig({ args: ["--config", path], env: {} });
+    assert.equal(base.http.port, 1111);
+    assert.equal(base.pg.query.anonymous_role, "file_role");
+    assert.equal(base.pg.query.max_depth, 3);
+    assert.equal(base.pg.pool_size, 10); // default
+    const env = loadConfig({
+      args: ["--config", path],
+      env: { SVC_HTTP__PORT: "2222", SVC_PG__QUERY__ANONYMOUS_ROLE: "env_role" },
+    });
+    assert.equal(env.http.port, 2222);
+    assert.equal(env.pg.query.anonymous_role, "env_role");
+    assert.equal(env.pg.query.max_depth, 3);
+    const flag = loadConfig({
+      args: ["--config", path, "--http.port=3333", "--pg.query.anonymous_role", "flag_role"],
+      env: { SVC_HTTP__PORT: "2222", SVC_PG__QUERY__ANONYMOUS_ROLE: "env_role" },
+    });
+    assert.equal(flag.http.port, 3333);
+    assert.equal(flag.pg.query.anonymous_role, "flag_role");
+    // SVC_CONFIG selects the file too.
+    assert.equal(loadConfig({ args: [], env: { SVC_CONFIG: path } }).http.port, 1111);
+  });
+}
+
+Deno.test("defaults, and dev turns allow_* and typescript on unless set", () => {
+  const d = loadConfig({ args: [], env: {} });
+  assert.equal(d.http.port, 8080);
+  assert.equal(d.jwt.max_age, 1800);
+  assert.equal(d.jwt.renew_after, 0.5);
+  assert.equal(d.jwt.cookie_name, "accesstoken");
+  assert.equal(d.pg.query.anonymous_role, "~anonymous");
+  assert.equal(d.pg.query.allow_count, false);
+  assert.equal(d.http.typescript.enable, false);
+  const dev = loadConfig({ args: ["--dev", "--pg.query.allow_sql=false"], env: {} });
+  assert.equal(dev.dev, true);
+  assert.equal(dev.pg.query.allow_count, true);
+  assert.equal(dev.pg.query.allow_rollback, true);
+  assert.equal(dev.pg.query.allow_sql, false);
+  assert.equal(dev.http.typescript.enable, true);
+});
+
+Deno.test("pg.uri with a granular field is a configuration error", () => {
+  assert.throws(
+    () => loadConfig({ args: ["--pg.uri=postgres://a@b/c"], env: { SVC_PG__HOST: "x" } }),
+    (e: Error) =>
+      e instanceof ConfigError && /pg\.uri/.test(e.message) && /pg\.host/.test(e.message),
+  );
+  const ok = loadConfig({ args: ["--pg.uri=postgres://a@b/c"], env: {} });
+  assert.equal(connectionString(ok), "postgres://a@b/c");
+  const g = loadConfig({ args: ["--pg.user=u", "--pg.database=d", "--pg.port=5499"], env: {} });
+  assert.equal(connectionString(g), "postgres://u@localhost:5499/d");
+});
+
+Deno.test("unknown keys name the source and the closest known key", () => {
+  assert.throws(
+    () => loadConfig({ args: ["--http.prot=1"], env: {} }),
+    (e: Error) =>
+      e instanceof ConfigError && e.message.includes('"http.prot"') && e.message.includes("flag") &&
+      e.message.includes('"http.port"'),
+  );
+  assert.throws(
+    () => loadConfig({ args: [], env: { SVC_JWT__MAXAGE: "1" } }),
+    (e: Error) =>
+      e instanceof ConfigError && e.message.includes("SVC_JWT__MAXAGE") &&
+      e.message.includes('"jwt.max_age"'),
+  );
+  const p = write("bad.toml", `[pg]\npool_sise = 3\n`);
+  assert.throws(
+    () => loadConfig({ args: ["--config", p], env: {} }),
+    (e: Error) =>
+      e instanceof ConfigError && e.message.includes(p) && e.message.includes('"pg.pool_size"'),
+  );
+});
+
+Deno.test("ill-typed values and unparsable files", () => {
+  assert.throws(
+    () => loadConfig({ args: ["--http.port=abc"], env: {} }),
+    (e: Error) =>
+      e instanceof ConfigError && e.message.includes("http.port") && e.message.includes("integer"),
+  );
+  assert.throws(
+    () => loadConfig({ args: ["--jwt.algorithm=RS256"], env: {} }),
+    (e: Error) => e instanceof ConfigError && e.message.includes("HS256"),
+  );
+  const t = write("broken.toml", `[http]\nport = = 1\n`);
+  assert.throws(
+    () => loadConfig({ args: ["--config", t], env: {} }),
+    (e: Error) => e instanceof ConfigError && new RegExp(`${t}:2:\\d+`).test(e.message),
+  );
+  const h = write("broken.huml", `http::\n  port: 1 \n`);
+  assert.throws(
+    () => loadConfig({ args: ["--config", h], env: {} }),
+    (e: Error) => e instanceof ConfigError && new RegExp(`${h}:2:\\d+`).test(e.message),
+  );
+  const y = write("broken.yaml", `http:\n  port: [1\n`);
+  assert.throws(
+    () => loadConfig({ args: ["--config", y], env: {} }),
+    (e: Error) => e instanceof ConfigError && e.message.includes(y),
+  );
+});
+
+Deno.test("patterned keys: route, openid, saml, blacklist, logging", () => {
+  const p = write(
+    "p.toml",
+    `
+[route.public.login]
+path = "/login"
+[openid.corp]
+issuer = "http://127.0.0.1:9/"
+[saml.idp1]
+idp_metadata_url = "http://127.0.0.1:9/meta"
+[blacklist.relations.public]
+secret = "y"
+[logging.filter]
+path = "^/svc"
+`,
+  );
+  const c = loadConfig({
+    args: ["--config", p],
+    env: { SVC_BLACKLIST__FUNCTIONS__PUBLIC__DANGER: "y" },
+  });
+  assert.equal(c.route.public.login.path, "/login");
+  assert.equal(c.route.public.login.middleware, false);
+  assert.deepEqual(c.openid.corp.scopes, ["openid", "email", "profile"]);
+  assert.equal(c.saml.idp1.force_signed_requests, true);
+  assert.equal(c.blacklist.relations.public.secret, "y");
+  assert.equal(c.blacklist.functions.public.danger, "y");
+  assert.equal(c.logging.filter.path, "^/svc");
+  assert.throws(
+    () => loadConfig({ args: ["--route.public.x.path=/auth/x"], env: {} }),
+    ConfigError,
+  );
+});
+
+Deno.test("README documents every configuration key", async () => {
+  const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
+  const missing = KEYS.filter((k) => !readme.includes(`\`${k.key}\``)).map((k) => k.key);
+  assert.deepEqual(missing, []);
+});
