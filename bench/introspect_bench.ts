@@ -13,7 +13,9 @@ async function generated(db: string, n: number): Promise<string> {
   const stmts: string[] = [];
   for (let i = 0; i < n; i++) {
     const fk = i > 0 ? `, prev_id int references t${i - 1}(id)` : "";
-    stmts.push(`create table t${i} (id int generated always as identity primary key, name text not null, v numeric${fk});`);
+    stmts.push(
+      `create table t${i} (id int generated always as identity primary key, name text not null, v numeric${fk});`,
+    );
   }
   await cluster.psql(stmts.join("\n"), db);
   return cluster.uriFor(db);

@@ -8,7 +8,7 @@ import { connectionString } from "./config/load.ts";
 import { Blacklist } from "./db/blacklist.ts";
 import { introspect } from "./db/introspect.ts";
 import type { Schema } from "./db/schema.ts";
-import { loadWellKnown, type Registry } from "./wellknown/registry.ts";
+import { loadWellKnown, type Registry } from "./wellknown/mod.ts";
 import { log } from "./log.ts";
 
 /** Everything a request reads, swapped as one value. */
@@ -122,7 +122,7 @@ export async function buildState(cfg: Config): Promise<AppState> {
     maxDepth: cfg.pg.query.max_depth,
   });
   for (const w of wellknown.warnings) {
-    log.warn("well-known query {name} deactivated: {message} ({files})", {
+    log.warn("well-known queries: {message} ({files})", {
       name: w.name ?? "(file)",
       message: w.message,
       files: w.files.join(", "),

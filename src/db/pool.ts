@@ -2,7 +2,8 @@
  * The request pool and per-request transactions. Every request runs on a reserved connection as
  * `begin; select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true); …; commit`,
  * all pipelined, so a single read costs one round trip (DECISIONS.md §5). The role switch is its
- * own statement because privileges are checked per statement.
+ * own statement because privileges are checked per statement. postgres.js queries are lazy (sent
+ * when first awaited), so every pipelined query is started with `.execute()` in protocol order.
  */
 import postgres from "postgres";
 import type { Row, Tx } from "./tx.ts";
@@ -61,8 +62,9 @@ export class Database {
           prepare: opts?.prepare ?? true,
         }) as unknown as Promise<Row[]>,
     };
-    const begin = conn.unsafe("begin");
-    const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true });
+    const begin = conn.unsafe("begin").execute();
+    const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
+      .execute();
     const prelude = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
     prelude.catch(() => {});
     let ok = false;
@@ -92,11 +94,12 @@ export class Database {
   async readRaw(who: RequestRole, sql: string, params: unknown[]): Promise<Uint8Array[]> {
     const conn = await this.sql.reserve();
     try {
-      const begin = conn.unsafe("begin");
-      const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true });
+      const begin = conn.unsafe("begin").execute();
+      const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
+        .execute();
       const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true })
-        .raw();
-      const commit = conn.unsafe("commit");
+        .raw().execute();
+      const commit = conn.unsafe("commit").execute();
       const settled = await Promise.allSettled([
         begin,
         role.catch((e) => Promise.reject(roleError(e))),
@@ -174,8 +177,9 @@ export async function streamRaw(
   let first = true;
   let signal!: () => void;
   const started = new Promise<void>((r) => (signal = r));
-  const begin = conn.unsafe("begin");
-  const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true });
+  const begin = conn.unsafe("begin").execute();
+  const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
+    .execute();
   const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
     .cursor(batchSize, async (rows: Uint8Array[][]) => {
       const parts: Uint8Array[] = [];
@@ -186,6 +190,7 @@ export async function streamRaw(
       signal();
       await writer.write(concat(parts));
     });
+  // Not started yet: Promise.allSettled below starts q, then commit, in this order.
   const commit = conn.unsafe("commit");
   const all = Promise.allSettled([
     begin,

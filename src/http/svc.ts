@@ -19,7 +19,7 @@ import { type ComplexQuery, parseBody } from "../compile/complex.ts";
 import { parseGetQuery } from "../compile/get.ts";
 import { planWrite } from "../write/plan.ts";
 import { executeWrite } from "../write/execute.ts";
-import { resolveParams } from "../wellknown/registry.ts";
+import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
 
 /** Rows up to this root limit are fetched in one round trip; larger reads stream via a cursor. */

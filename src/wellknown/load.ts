@@ -9,9 +9,16 @@
  *
  * ```json
  * {"name": "artist_albums",
- *  "params": {"artist_id": {"type": "integer"}, "limit": {"type": "integer", "default": 10}},
+ *  "description": "optional, ignored",
+ *  "params": {"artist_id": {"type": "integer"}, "genre": {"type": "string", "default": null}},
  *  "query": {"relation": "artist", "where": ["=", "artist_id", ["$param", "artist_id", "integer"]]}}
  * ```
+ *
+ * Fields of a definition: `name` (non-empty string), `params` (optional: param name, matching
+ * `[A-Za-z_][A-Za-z0-9_]*`, → `{type, default?, description?}`, `type` one of
+ * {@link PARAM_TYPES}, a non-null `default` must match the type), `query` (a Relation, compiled
+ * with `["$param", name, cast?]` allowed; the cast defaults to jsonb), `description` (optional
+ * string). Any other field is a definition error.
  *
  * Loading never fails: a name declared by two definitions deactivates every query of that name,
  * and any other definition error (unparsable file, bad field, unknown param type, a query that
@@ -263,7 +270,7 @@ async function walk(
     }
     if (info.isDirectory) {
       out.push(...await walk(full, seenDirs, seenFiles, warnings));
-    } else if (info.isFile && extension(name) in PARSERS) {
+    } else if (info.isFile && Object.hasOwn(PARSERS, extension(name))) {
       const realFile = await Deno.realPath(full).catch(() => full);
       if (seenFiles.has(realFile)) continue;
       seenFiles.add(realFile);
@@ -286,7 +293,8 @@ async function readDefinitions(file: string, warnings: LoadWarning[]): Promise<F
     if (text.startsWith("\uFEFF")) text = text.slice(1);
     value = PARSERS[extension(file)](text);
   } catch (e) {
-    const msg = e instanceof Error ? e.message : String(e);
+    // The first line only: YAML errors append a multi-line excerpt of the file.
+    const msg = (e instanceof Error ? e.message : String(e)).split("\n")[0].replace(/:$/, "");
     warnings.push({
       name: null,
       files: [file],
@@ -294,8 +302,7 @@ async function readDefinitions(file: string, warnings: LoadWarning[]): Promise<F
     });
     return [];
   }
-  const list = Array.isArray(value) ? value : [value];
-  if (value === null || value === undefined || (typeof value !== "object")) {
+  if (typeof value !== "object" || value === null) {
     warnings.push({
       name: null,
       files: [file],
@@ -303,6 +310,7 @@ async function readDefinitions(file: string, warnings: LoadWarning[]): Promise<F
     });
     return [];
   }
+  const list: unknown[] = Array.isArray(value) ? value : [value];
   return list.map((raw, i) => {
     const name = typeof raw === "object" && raw !== null && !Array.isArray(raw) &&
         typeof (raw as Record<string, unknown>).name === "string" &&
@@ -318,7 +326,9 @@ function compileDefinition(schema: Schema, f: Found, name: string, maxDepth: num
   const def = f.raw as Record<string, unknown>;
   for (const key of Object.keys(def)) {
     if (!DEFINITION_KEYS.has(key)) {
-      throw new DefinitionError(`unknown field "${key}" (expected name, params, query)`);
+      throw new DefinitionError(
+        `unknown field "${key}" (expected name, params, query, description)`,
+      );
     }
   }
   if (def.description !== undefined && typeof def.description !== "string") {
@@ -356,7 +366,9 @@ function parseParams(raw: unknown): Record<string, ParamDef> {
     const d = def as Record<string, unknown>;
     for (const key of Object.keys(d)) {
       if (!PARAM_KEYS.has(key)) {
-        throw new DefinitionError(`param "${p}": unknown field "${key}" (expected type, default)`);
+        throw new DefinitionError(
+          `param "${p}": unknown field "${key}" (expected type, default, description)`,
+        );
       }
     }
     if (typeof d.type !== "string") {

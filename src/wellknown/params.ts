@@ -20,6 +20,7 @@ export interface ParamDef {
 
 /** A registered (valid, uniquely named, compiled) well-known query. */
 export interface WellKnown {
+  /** The name callers use: `{wellknown: <name>}` or `?wellknown=<name>`. */
   name: string;
   /** The file that defines it. */
   file: string;
@@ -125,11 +126,14 @@ export function jsonKind(value: unknown): string {
  *   `details: {param, expected, got}` (`got` is the JSON kind of the value). An explicit `null`
  *   is accepted for a param whose default is `null` (it means SQL NULL) and for type `any`.
  *
- * Defaults are deep-copied, so callers may mutate the result.
+ * `pointer` is the JSON pointer of the `{wellknown, params}` object in the request body (default
+ * the root); QUERY_INVALID errors point at `<pointer>/params`. Defaults are deep-copied, so
+ * callers may mutate the result.
  */
 export function resolveParams(
   wk: Pick<WellKnown, "name" | "params">,
   supplied: unknown,
+  pointer = "",
 ): Record<string, unknown> {
   const { name: queryName, params: defs } = wk;
   if (supplied === undefined || supplied === null) supplied = {};
@@ -137,7 +141,7 @@ export function resolveParams(
     throw new SvcError(
       "QUERY_INVALID",
       `params of well-known query "${queryName}" must be an object, got ${jsonKind(supplied)}`,
-      { details: { pointer: "/params" } },
+      { details: { pointer: `${pointer}/params` } },
     );
   }
   const unknown = Object.keys(supplied).filter((k) => !Object.hasOwn(defs, k));
@@ -148,7 +152,7 @@ export function resolveParams(
       `unknown param${unknown.length > 1 ? "s" : ""} ${unknown.map((n) => `"${n}"`).join(", ")} ` +
         `for well-known query "${queryName}"`,
       {
-        details: { pointer: "/params", params: unknown },
+        details: { pointer: `${pointer}/params`, params: unknown },
         hint: declared.length > 0
           ? `declared params: ${declared.join(", ")}`
           : `"${queryName}" takes no params`,

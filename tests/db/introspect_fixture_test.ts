@@ -23,7 +23,11 @@ Deno.test("introspection of the kitchen fixture", async () => {
   assert.equal(col("tags").elementType, "text");
   const home = col("home");
   assert.ok(home.compositeOid !== null);
-  assert.deepEqual(s.composites.get(home.compositeOid!)!.fields.map((f) => f.name), ["street", "city", "zip"]);
+  assert.deepEqual(s.composites.get(home.compositeOid!)!.fields.map((f) => f.name), [
+    "street",
+    "city",
+    "zip",
+  ]);
   assert.deepEqual(s.enums.find((e) => e.name === "mood")!.labels, ["sad", "ok", "happy"]);
   assert.ok(person.computedFields.has("person_label"));
   assert.equal(person.referencedBy[0].relation, "pet");
@@ -47,32 +51,60 @@ Deno.test("introspection of the kitchen fixture", async () => {
   assert.equal(s.relations.has("secret.keys"), false);
   assert.equal(s.functions.has("public.pg_sleep_forever"), false);
   assert.ok(!s.schemas.includes("secret"));
-  assert.ok(![...s.relations.keys()].some((k) => k.startsWith("pg_catalog.") || k.startsWith("information_schema.")));
+  assert.ok(
+    ![...s.relations.keys()].some((k) =>
+      k.startsWith("pg_catalog.") || k.startsWith("information_schema.")
+    ),
+  );
 });
 
 Deno.test("database.json shape (DECISIONS §9)", async () => {
   const s = await schemaOf(await emptyDb("kitchen", fixture));
   const doc = databaseJson(s, null, [{ name: "q", params: { a: { type: "integer" } } }]) as {
-    schemas: { name: string; relations: Record<string, unknown>[]; functions: Record<string, unknown>[] }[];
+    schemas: {
+      name: string;
+      relations: Record<string, unknown>[];
+      functions: Record<string, unknown>[];
+    }[];
     wellknown: unknown[];
   };
   const pub = doc.schemas.find((x) => x.name === "public")!;
   const person = pub.relations.find((r) => r.name === "person")!;
   assert.deepEqual(Object.keys(person).sort(), [
-    "columns", "comment", "computed_fields", "foreign_keys", "kind", "name", "primary_key", "unique",
+    "columns",
+    "comment",
+    "computed_fields",
+    "foreign_keys",
+    "kind",
+    "name",
+    "primary_key",
+    "unique",
   ]);
   assert.deepEqual((person.columns as Record<string, unknown>[])[0], {
-    name: "id", type: "integer", nullable: false, has_default: false, identity: "by_default",
-    generated: false, mandatory: false,
+    name: "id",
+    type: "integer",
+    nullable: false,
+    has_default: false,
+    identity: "by_default",
+    generated: false,
+    mandatory: false,
   });
   assert.deepEqual(person.computed_fields, [{ name: "person_label", type: "text" }]);
   const pet = pub.relations.find((r) => r.name === "pet")!;
   assert.deepEqual(pet.foreign_keys, [{
-    name: "pet_owner_id_fkey", columns: ["owner_id"],
+    name: "pet_owner_id_fkey",
+    columns: ["owner_id"],
     references: { schema: "public", relation: "person", columns: ["id"] },
   }]);
   const fn = pub.functions.find((f) => f.name === "search_people")!;
-  assert.deepEqual(Object.keys(fn).sort(), ["arguments", "comment", "name", "returns", "route", "volatility"]);
+  assert.deepEqual(Object.keys(fn).sort(), [
+    "arguments",
+    "comment",
+    "name",
+    "returns",
+    "route",
+    "volatility",
+  ]);
   assert.deepEqual(fn.arguments, [{ name: "q", type: "text", mode: "in", has_default: false }]);
   assert.deepEqual(fn.returns, { type: "person", set: true });
   assert.deepEqual(doc.wellknown, [{ name: "q", params: { a: { type: "integer" } } }]);
@@ -81,11 +113,16 @@ Deno.test("database.json shape (DECISIONS §9)", async () => {
 Deno.test("database.json is filtered by the role's privileges", async () => {
   const uri = await emptyDb("kitchen", fixture);
   const c = (await import("../helpers/db.ts")).psql;
-  await c(`do $$ begin create role viewer nologin; exception when duplicate_object then null; end $$;
+  await c(
+    `do $$ begin create role viewer nologin; exception when duplicate_object then null; end $$;
     grant usage on schema public to viewer; grant select on pet to viewer;
-    revoke execute on function search_people(text) from public;`, "kitchen");
+    revoke execute on function search_people(text) from public;`,
+    "kitchen",
+  );
   const s = await schemaOf(uri);
-  const doc = databaseJson(s, "viewer", []) as { schemas: { relations: { name: string }[]; functions: { name: string }[] }[] };
+  const doc = databaseJson(s, "viewer", []) as {
+    schemas: { relations: { name: string }[]; functions: { name: string }[] }[];
+  };
   const names = doc.schemas.flatMap((x) => x.relations.map((r) => r.name));
   assert.deepEqual(names, ["pet"]);
   const fns = doc.schemas.flatMap((x) => x.functions.map((r) => r.name));

@@ -25,9 +25,12 @@ function db(): Promise<{ schema: Schema; sql: postgres.Sql }> {
   return ctx;
 }
 
+const tempDirs: string[] = [];
+
 /** Writes files (relative path → content; objects are written as JSON) into a fresh temp dir. */
 async function tempDir(files: Record<string, string | unknown>): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "svc-wellknown-" });
+  tempDirs.push(dir);
   for (const [rel, content] of Object.entries(files)) {
     const path = `${dir}/${rel}`;
     await Deno.mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
@@ -443,6 +446,12 @@ Deno.test("params: the cast defaults to jsonb; `type` never sets it", async () =
   });
   assert.deepEqual(ok.warnings, []);
   const wk = ok.get("by_ids");
+  const casts: string[] = [];
+  JSON.stringify(wk.node.where, (k, v) => {
+    if (v && typeof v === "object" && v.kind === "param") casts.push(`${v.name}:${v.cast}`);
+    return k === "column" || k === "join" ? undefined : v;
+  });
+  assert.deepEqual(casts, ["ids:jsonb", "n:jsonb", "ids:jsonb"]);
   assert.deepEqual(await run(wk), [{ artist_id: 1 }, { artist_id: 2 }]);
   assert.deepEqual(await run(wk, { ids: [3, 5, 7], n: 5 }), [{ artist_id: 3 }, { artist_id: 5 }, {
     artist_id: 7,
@@ -451,7 +460,7 @@ Deno.test("params: the cast defaults to jsonb; `type` never sets it", async () =
 });
 
 Deno.test("examples: the shipped wellknown/ directory loads with no warnings and every query runs", async () => {
-  const { schema } = await db();
+  const { schema, sql } = await db();
   const reg = await loadWellKnown(schema, EXAMPLES, { maxDepth: MAX_DEPTH });
   assert.deepEqual(reg.warnings, []);
   assert.deepEqual(names(reg), [
@@ -478,11 +487,26 @@ Deno.test("examples: the shipped wellknown/ directory loads with no warnings and
   assert.equal(acdc.albums[0].tracks.length, 10);
   assert.equal(acdc.albums[0].tracks[0].name, "For Those About To Rock (We Salute You)");
 
-  // tracks_by_genre: limit defaults to 10.
-  const jazz = await run(reg.get("tracks_by_genre"), { genre: "Jazz" }) as { genre: string }[];
+  // tracks_by_genre: at most 10, longest first; min_seconds defaults to 0.
+  const jazz = await run(reg.get("tracks_by_genre"), { genre: "Jazz" }) as {
+    genre: string;
+    milliseconds: number;
+    album: { title: string };
+  }[];
   assert.equal(jazz.length, 10);
-  assert.ok(jazz.every((t) => t.genre === "Jazz"));
-  assert.equal((await run(reg.get("tracks_by_genre"), { genre: "Jazz", limit: 3 })).length, 3);
+  assert.ok(jazz.every((t) => t.genre === "Jazz" && typeof t.album.title === "string"));
+  assert.ok(jazz.every((t, i) => i === 0 || jazz[i - 1].milliseconds >= t.milliseconds));
+  const long = await run(reg.get("tracks_by_genre"), { genre: "Jazz", min_seconds: 600 }) as {
+    milliseconds: number;
+  }[];
+  const [{ m }] = await sql`select count(*)::int as m from track join genre using (genre_id)
+    where genre.name = 'Jazz' and milliseconds >= 600000`;
+  assert.equal(long.length, Math.min(m, 10));
+  assert.ok(long.every((t) => t.milliseconds >= 600000));
+  throwsCode(
+    () => resolveParams(reg.get("tracks_by_genre"), { genre: "Jazz", min_seconds: "600" }),
+    "WELL_KNOWN_PARAM_TYPE_MISMATCH",
+  );
 
   // top_customers: country optional (null = every country).
   const all = await run(reg.get("top_customers")) as { country: string; total_spent: number }[];
@@ -497,13 +521,13 @@ Deno.test("examples: the shipped wellknown/ directory loads with no warnings and
   const lines = await run(reg.get("invoice_lines"), { invoice_id: 1 }) as {
     track: { name: string; album: { artist: { name: string } } };
   }[];
-  const { sql } = await db();
   const [{ n }] = await sql`select count(*)::int as n from invoice_line where invoice_id = 1`;
   assert.equal(lines.length, n);
   assert.equal(typeof lines[0].track.album.artist.name, "string");
 });
 
 Deno.test("teardown", async () => {
+  for (const dir of tempDirs) await Deno.remove(dir, { recursive: true });
   if (ctx) await (await ctx).sql.end();
   await stopDb();
 });

@@ -212,6 +212,12 @@ Deno.test("params: unknown supplied params → QUERY_INVALID naming them", () =>
     (e) => assert.match(e.message, /"ID"/),
   );
   throwsCode(() => resolveParams(wk({}), { a: 1 }), "QUERY_INVALID");
+  // The pointer of the {wellknown, params} object in the body prefixes details.pointer.
+  throwsCode(
+    () => resolveParams(wk({}), { a: 1 }, "/2/query"),
+    "QUERY_INVALID",
+    (e) => assert.deepEqual(e.details, { pointer: "/2/query/params", params: ["a"] }),
+  );
   assert.deepEqual(resolveParams(wk({}), {}), {});
 });
 

@@ -1,0 +1,359 @@
+/**
+ * The benchmark report: result types, target evaluation, and the Markdown and JSON renderings
+ * written to bench/results/latest.md and bench/results/latest.json.
+ */
+import type { HttpResult, PgbenchResult } from "./load.ts";
+
+/** One concurrency level of one case. */
+export interface RunRow {
+  connections: number;
+  svc: HttpResult | null;
+  svc_error?: string;
+  /** svc's peak RSS during the run (VmHWM after a reset), MiB. */
+  svc_peak_rss_mb: number | null;
+  /** The script as specified: begin; set_config(role, claims); sql; commit (4 round trips). */
+  pgbench: PgbenchResult | null;
+  /** The same script inside \startpipeline (1 round trip, as svc sends it). */
+  pgbench_pipeline: PgbenchResult | null;
+  pgbench_error?: string;
+  /** svc req/s ÷ pgbench tps. */
+  ratio: number | null;
+  ratio_pipeline: number | null;
+}
+
+/** The single-request probe of the 100,000-row read. */
+export interface BigProbe {
+  requests: number;
+  status: number[];
+  bytes: number;
+  rows: number | null;
+  ttfb_ms: number[];
+  total_ms: number[];
+  baseline_rss_mb: number;
+  peak_rss_mb: number;
+  growth_mb: number;
+  /** How the peak was measured. */
+  peak_method: string;
+}
+
+/** The PostGraphile run of the nested read at one concurrency. */
+export interface PeerRow {
+  connections: number;
+  peer: HttpResult | null;
+  peer_error?: string;
+  peer_peak_rss_mb: number | null;
+  svc_rps: number | null;
+  /** svc req/s ÷ PostGraphile req/s. */
+  ratio: number | null;
+}
+
+/** A case's results. */
+export interface CaseResult {
+  id: string;
+  title: string;
+  body: unknown;
+  sql: string;
+  /** svc's answer equals the hand-written SQL's (parsed JSON, key order ignored). */
+  verified: { ok: boolean; detail: string; svc_bytes: number | null; sql_rows: number | null };
+  runs: RunRow[];
+  big?: BigProbe;
+}
+
+/** One target and its outcome. */
+export interface Target {
+  id: string;
+  text: string;
+  /** Per concurrency (or a single entry with connections null). */
+  results: { connections: number | null; value: number | null; met: boolean | null }[];
+  met: boolean | null;
+}
+
+/** The whole report. */
+export interface Report {
+  generated_at: string;
+  duration_s: number;
+  machine: Record<string, string | number>;
+  config: Record<string, unknown>;
+  data: Record<string, number>;
+  cases: CaseResult[];
+  peer: {
+    name: string;
+    runtime: string;
+    graphql: string;
+    verified: { ok: boolean; detail: string };
+    runs: PeerRow[];
+  } | null;
+  targets: Target[];
+  problems: string[];
+}
+
+/** Evaluates the issue's targets (reported, never asserted). */
+export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
+  const byId = (id: string) => r.cases.find((c) => c.id === id);
+  const perConn = (
+    id: string,
+    text: string,
+    caseId: string,
+    value: (row: RunRow) => number | null,
+    ok: (v: number) => boolean,
+  ): Target => {
+    const rows = byId(caseId)?.runs ?? [];
+    const results = rows.map((row) => {
+      const v = value(row);
+      return { connections: row.connections, value: v, met: v === null ? null : ok(v) };
+    });
+    return { id, text, results, met: overall(results) };
+  };
+  const targets: Target[] = [
+    perConn(
+      "nested_read_vs_pgbench",
+      "nested read ≥ 0.70 of pgbench",
+      "nested_read",
+      (x) => x.ratio,
+      (v) => v >= 0.7,
+    ),
+    perConn(
+      "pk_read_vs_pgbench",
+      "primary-key read ≥ 0.6 of pgbench",
+      "pk_read",
+      (x) => x.ratio,
+      (v) => v >= 0.6,
+    ),
+    perConn(
+      "nested_write_vs_pgbench",
+      "nested write ≥ 0.5 of pgbench",
+      "nested_write",
+      (x) => x.ratio,
+      (v) => v >= 0.5,
+    ),
+  ];
+  const peerRows = r.peer?.runs ?? [];
+  const peerResults = peerRows.map((p) => ({
+    connections: p.connections,
+    value: p.ratio,
+    met: p.ratio === null ? null : p.ratio >= 3.5,
+  }));
+  targets.push({
+    id: "nested_read_vs_postgraphile",
+    text: "nested read ≥ 3.5× PostGraphile",
+    results: peerResults,
+    met: overall(peerResults),
+  });
+  const nested50 = byId("nested_read")?.runs.find((x) => x.connections === 50);
+  const p99 = nested50?.svc?.p99_ms ?? null;
+  targets.push({
+    id: "nested_read_p99_50",
+    text: "nested read p99 at 50 connections < 50 ms",
+    results: [{ connections: 50, value: p99, met: p99 === null ? null : p99 < 50 }],
+    met: p99 === null ? null : p99 < 50,
+  });
+  const big = byId("big_read")?.big;
+  const growth = big ? big.growth_mb : null;
+  targets.push({
+    id: "big_read_rss",
+    text: "100,000-row read: svc RSS growth < 64 MB",
+    results: [{ connections: 1, value: growth, met: growth === null ? null : growth < 64 }],
+    met: growth === null ? null : growth < 64,
+  });
+  const ttfb = big && big.ttfb_ms.length ? median(big.ttfb_ms) : null;
+  targets.push({
+    id: "big_read_ttfb",
+    text: "100,000-row read: first byte < 100 ms (median of the probe's requests)",
+    results: [{ connections: 1, value: ttfb, met: ttfb === null ? null : ttfb < 100 }],
+    met: ttfb === null ? null : ttfb < 100,
+  });
+  return targets;
+}
+
+function overall(results: { met: boolean | null }[]): boolean | null {
+  if (results.length === 0 || results.some((x) => x.met === null)) return null;
+  return results.every((x) => x.met);
+}
+
+/** Median of numbers. */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+const f0 = (
+  v: number | null | undefined,
+) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
+const f1 = (v: number | null | undefined) => (v === null || v === undefined ? "–" : v.toFixed(1));
+const f2 = (v: number | null | undefined) => (v === null || v === undefined ? "–" : v.toFixed(2));
+const ms = (v: number | null | undefined) =>
+  v === null || v === undefined
+    ? "–"
+    : v < 10
+    ? v.toFixed(2)
+    : v < 100
+    ? v.toFixed(1)
+    : v.toFixed(0);
+const mark = (m: boolean | null) => (m === null ? "n/a" : m ? "**met**" : "**missed**");
+
+/** Renders the Markdown report. */
+export function renderMarkdown(r: Report): string {
+  const L: string[] = [];
+  L.push("# svc benchmark — latest run", "");
+  L.push(
+    `Generated ${r.generated_at} by \`deno task bench\` (bench/run.ts) in ${
+      Math.round(r.duration_s)
+    } s. ` +
+      "Everything runs on one machine over loopback: PostgreSQL, svc, the load generator, pgbench and PostGraphile share its cores.",
+    "",
+  );
+  L.push("## Machine", "", "| | |", "|---|---|");
+  for (const [k, v] of Object.entries(r.machine)) L.push(`| ${k} | ${v} |`);
+  L.push("", "## Setup", "", "| | |", "|---|---|");
+  for (const [k, v] of Object.entries(r.config)) {
+    L.push(`| ${k} | ${typeof v === "string" ? v : JSON.stringify(v)} |`);
+  }
+  L.push(
+    "",
+    `Data: Chinook ×${r.config.scale} — ` +
+      Object.entries(r.data).map(([k, v]) => `${k} ${v.toLocaleString("en-US")}`).join(", ") + ".",
+    "",
+  );
+
+  L.push("## Results", "");
+  L.push(
+    "svc req/s from wrk; pgbench tps for the same answer's hand-written SQL inside " +
+      "`begin; select set_config('role','~anonymous',true), set_config('svc.jwt.claims','null',true); …; commit` " +
+      "(`-M prepared`, same number of clients). **ratio** = svc ÷ pgbench running that script as is (one round trip per " +
+      "statement); **ratio (pipelined)** = svc ÷ pgbench sending the same statements in one `\\startpipeline` batch, the way svc " +
+      "sends them. Latencies in ms; RSS = svc's peak resident memory during the run.",
+    "",
+  );
+  L.push(
+    "| case | conns | svc req/s | pgbench tps | ratio | pgbench pipelined tps | ratio (pipelined) | svc p50 | svc p99 | pgbench p50 | pgbench p99 | svc RSS MiB | errors |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+  );
+  for (const c of r.cases) {
+    for (const x of c.runs) {
+      const errs: string[] = [];
+      if (x.svc_error) errs.push(`svc: ${x.svc_error.slice(0, 60)}`);
+      if (x.svc && x.svc.non2xx) errs.push(`${x.svc.non2xx} non-2xx`);
+      if (x.svc && x.svc.socket_errors) errs.push(`${x.svc.socket_errors} socket errors`);
+      if (x.pgbench_error) errs.push(`pgbench: ${x.pgbench_error.slice(0, 60)}`);
+      if (x.pgbench?.failed) errs.push(`${x.pgbench.failed} pgbench failed`);
+      L.push(
+        `| ${c.id} | ${x.connections} | ${f0(x.svc?.rps)} | ${f0(x.pgbench?.tps)} | ${
+          f2(x.ratio)
+        } | ` +
+          `${f0(x.pgbench_pipeline?.tps)} | ${f2(x.ratio_pipeline)} | ${ms(x.svc?.p50_ms)} | ${
+            ms(x.svc?.p99_ms)
+          } | ` +
+          `${ms(x.pgbench?.p50_ms)} | ${ms(x.pgbench?.p99_ms)} | ${f0(x.svc_peak_rss_mb)} | ${
+            errs.join("; ") || "none"
+          } |`,
+      );
+    }
+  }
+  L.push("");
+
+  if (r.peer) {
+    L.push(`## Peer: nested read against ${r.peer.name} (${r.peer.runtime})`, "");
+    L.push(
+      `Same database, same role and claims per request (pgSettings), equivalent GraphQL query (answer checked: ${
+        r.peer.verified.ok
+          ? "identical after mapping names"
+          : `**differs** — ${r.peer.verified.detail}`
+      }).`,
+      "",
+      "| conns | svc req/s | PostGraphile req/s | svc ÷ PostGraphile | PostGraphile p50 | PostGraphile p99 | PostGraphile RSS MiB | errors |",
+      "|---:|---:|---:|---:|---:|---:|---:|---|",
+    );
+    for (const p of r.peer.runs) {
+      const errs: string[] = [];
+      if (p.peer_error) errs.push(p.peer_error.slice(0, 60));
+      if (p.peer?.non2xx) errs.push(`${p.peer.non2xx} non-2xx`);
+      if (p.peer?.socket_errors) errs.push(`${p.peer.socket_errors} socket errors`);
+      L.push(
+        `| ${p.connections} | ${f0(p.svc_rps)} | ${f0(p.peer?.rps)} | ${f2(p.ratio)} | ${
+          ms(p.peer?.p50_ms)
+        } | ` +
+          `${ms(p.peer?.p99_ms)} | ${f0(p.peer_peak_rss_mb)} | ${errs.join("; ") || "none"} |`,
+      );
+    }
+    L.push("");
+  }
+
+  const big = r.cases.find((c) => c.big)?.big;
+  if (big) {
+    L.push("## 100,000-row read, one request at a time", "");
+    L.push(
+      "| requests | status | bytes | rows | first byte ms | total ms | RSS before MiB | peak RSS MiB | growth MiB |",
+      "|---:|---|---:|---:|---|---|---:|---:|---:|",
+      `| ${big.requests} | ${[...new Set(big.status)].join(", ")} | ${f0(big.bytes)} | ${
+        f0(big.rows)
+      } | ` +
+        `${big.ttfb_ms.map(ms).join(" / ")} | ${big.total_ms.map(ms).join(" / ")} | ${
+          f1(big.baseline_rss_mb)
+        } | ` +
+        `${f1(big.peak_rss_mb)} | ${f1(big.growth_mb)} |`,
+      "",
+      `Peak measured by ${big.peak_method}.`,
+      "",
+    );
+  }
+
+  L.push(
+    "## Targets (reported, not asserted)",
+    "",
+    "| target | measured | verdict |",
+    "|---|---|---|",
+  );
+  for (const t of r.targets) {
+    const measured = t.results.map((x) =>
+      `${x.connections === null ? "" : `c=${x.connections}: `}${
+        x.value === null
+          ? "–"
+          : t.id.includes("p99") || t.id.includes("ttfb")
+          ? `${ms(x.value)} ms`
+          : t.id.includes("rss")
+          ? `${f1(x.value)} MiB`
+          : f2(x.value)
+      } ${x.met === null ? "" : x.met ? "✓" : "✗"}`
+    ).join(", ");
+    L.push(`| ${t.text} | ${measured || "–"} | ${mark(t.met)} |`);
+  }
+  L.push("", "A per-concurrency target is met only when it is met at every concurrency.", "");
+
+  L.push(
+    "## Answers checked",
+    "",
+    "| case | svc answer = hand-written SQL answer | svc bytes | rows |",
+    "|---|---|---:|---:|",
+  );
+  for (const c of r.cases) {
+    L.push(
+      `| ${c.id} | ${c.verified.ok ? "yes" : `**no** — ${c.verified.detail}`} | ${
+        f0(c.verified.svc_bytes)
+      } | ${f0(c.verified.sql_rows)} |`,
+    );
+  }
+  L.push("");
+  if (r.problems.length) {
+    L.push("## Problems seen", "");
+    for (const p of r.problems) L.push(`- ${p}`);
+    L.push("");
+  }
+  L.push("## Queries", "");
+  for (const c of r.cases) {
+    L.push(
+      `### ${c.id}: ${c.title}`,
+      "",
+      "```json",
+      JSON.stringify(c.body),
+      "```",
+      "",
+      "```sql",
+      c.sql,
+      "```",
+      "",
+    );
+  }
+  if (r.peer) L.push("### PostGraphile nested read", "", "```graphql", r.peer.graphql, "```", "");
+  return L.join("\n");
+}

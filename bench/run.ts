@@ -1,0 +1,603 @@
+/**
+ * End-to-end load benchmark: `deno task bench` (= `deno run -A bench/run.ts`).
+ *
+ * 1. starts a private PostgreSQL cluster and loads Chinook scaled ×20 (bench/lib/data.ts);
+ * 2. starts svc as a separate process (`deno run -A main.ts`, rollback allowed, a temp
+ *    directory holding the bench's well-known query);
+ * 3. checks for every case that svc's answer equals the answer of hand-written SQL;
+ * 4. drives svc with wrk (installed with apt-get when missing; autocannon as a fallback) at 1,
+ *    10 and 50 connections, and pgbench with the hand-written SQL inside the same transaction
+ *    svc uses (role and claims set per transaction) at the same concurrency;
+ * 5. runs the nested read against PostGraphile v5 (npm, in bench/.peer) as a peer;
+ * 6. probes the 100,000-row read one request at a time: first byte, total time, svc's RSS;
+ * 7. writes bench/results/latest.md and bench/results/latest.json.
+ *
+ * Flags: --duration=10 (s per svc/pgbench/peer run), --pipeline-duration=5 (s per pipelined
+ * pgbench run; 0 skips), --warmup=2, --connections=1,10,50, --scale=20, --pool=10 (svc's and
+ * PostGraphile's pool size), --cases=pk_read,…, --no-peer, --out=bench/results.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { type Cluster, findPgBin, startCluster } from "../src/db/cluster.ts";
+import {
+  type Case,
+  CASES,
+  graphqlToSvcShape,
+  jsonDiff,
+  NESTED_READ_GRAPHQL,
+  WELLKNOWN_FILE,
+} from "./lib/cases.ts";
+import { loadScaledChinook } from "./lib/data.ts";
+import {
+  autocannon,
+  ensureWrk,
+  type HttpResult,
+  type HttpRun,
+  pgbench,
+  type PgbenchResult,
+  pgbenchScript,
+  wrk,
+} from "./lib/load.ts";
+import { type Child, ensurePeer, readMem, resetPeak, startPeer, startSvc } from "./lib/procs.ts";
+import {
+  type BigProbe,
+  type CaseResult,
+  evaluateTargets,
+  type PeerRow,
+  renderMarkdown,
+  type Report,
+  type RunRow,
+} from "./lib/report.ts";
+
+const { values: flags } = parseArgs({
+  args: Deno.args,
+  options: {
+    duration: { type: "string", default: "10" },
+    "pipeline-duration": { type: "string", default: "5" },
+    warmup: { type: "string", default: "2" },
+    connections: { type: "string", default: "1,10,50" },
+    scale: { type: "string", default: "20" },
+    pool: { type: "string", default: "10" },
+    cases: { type: "string", default: CASES.map((c) => c.id).join(",") },
+    "no-peer": { type: "boolean", default: false },
+    out: { type: "string", default: new URL("./results", import.meta.url).pathname },
+  },
+});
+const DURATION = Number(flags.duration);
+const PIPE_DURATION = Number(flags["pipeline-duration"]);
+const WARMUP = Number(flags.warmup);
+const CONNS = flags.connections.split(",").map(Number);
+const SCALE = Number(flags.scale);
+const POOL = Number(flags.pool);
+const CASE_IDS = flags.cases.split(",");
+const ROLE = "~anonymous";
+const CLAIMS = "null";
+
+const t0 = performance.now();
+const log = (s: string) =>
+  console.error(`[bench ${((performance.now() - t0) / 1000).toFixed(0).padStart(3)}s] ${s}`);
+const problems: string[] = [];
+
+const DATA = new URL("./.data/", import.meta.url).pathname;
+const RUN_DIR = `${DATA}run`;
+try {
+  Deno.removeSync(RUN_DIR, { recursive: true });
+} catch { /* first run */ }
+Deno.mkdirSync(`${RUN_DIR}/pgbench`, { recursive: true });
+
+let cluster: Cluster | null = null;
+let svc: Child | null = null;
+let peer: Child | null = null;
+let cleaned = false;
+async function cleanup() {
+  if (cleaned) return;
+  cleaned = true;
+  await peer?.stop().catch(() => {});
+  await svc?.stop().catch(() => {});
+  cluster?.stopSync();
+}
+globalThis.addEventListener("unload", () => cluster?.stopSync());
+Deno.addSignalListener("SIGINT", async () => {
+  log("interrupted; cleaning up");
+  await cleanup();
+  Deno.exit(130);
+});
+
+/** Machine facts for the report. */
+function machineInfo(wrkVersion: string | null): Record<string, string | number> {
+  const cpuinfo = Deno.readTextFileSync("/proc/cpuinfo");
+  const meminfo = Deno.readTextFileSync("/proc/meminfo");
+  const memKb = Number(/MemTotal:\s+(\d+)/.exec(meminfo)?.[1] ?? 0);
+  let os = "";
+  try {
+    os = /PRETTY_NAME="([^"]*)"/.exec(Deno.readTextFileSync("/etc/os-release"))?.[1] ?? "";
+  } catch { /* unknown */ }
+  const nproc = new Deno.Command("nproc", { stdout: "piped" }).outputSync();
+  return {
+    nproc: Number(new TextDecoder().decode(nproc.stdout).trim()) || navigator.hardwareConcurrency,
+    cpu: /model name\s*:\s*(.*)/.exec(cpuinfo)?.[1]?.trim() ?? "unknown",
+    memory_gib: Math.round(memKb / 1024 / 1024 * 10) / 10,
+    os,
+    kernel: Deno.osRelease(),
+    deno: Deno.version.deno,
+    load_generator: wrkVersion ?? "autocannon@8.0.0 (wrk unavailable)",
+  };
+}
+
+/** Runs the HTTP load generator against a URL with a body file. */
+function http(o: HttpRun, useWrk: boolean): Promise<HttpResult> {
+  return useWrk ? wrk(o) : autocannon(o);
+}
+
+/** Runs `fn` while tracking a process's peak RSS (VmHWM reset before; sampled as a fallback). */
+async function withPeak<T>(pid: number, fn: () => Promise<T>): Promise<{ value: T; peak: number }> {
+  const reset = resetPeak(pid);
+  let sampled = readMem(pid).rss_mb;
+  const timer = setInterval(() => {
+    try {
+      sampled = Math.max(sampled, readMem(pid).rss_mb);
+    } catch { /* exited */ }
+  }, reset ? 250 : 10);
+  try {
+    const value = await fn();
+    const m = readMem(pid);
+    return { value, peak: reset ? Math.max(m.hwm_mb, sampled) : sampled };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** POSTs a body to svc; returns status, text and parsed JSON (or null). */
+async function post(
+  url: string,
+  body: string,
+): Promise<{ status: number; text: string; json: unknown }> {
+  const r = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  });
+  const text = await r.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch { /* not JSON */ }
+  return { status: r.status, text, json };
+}
+
+/** The hand-written SQL's answer, run exactly as pgbench runs it (role, claims, savepoint). */
+async function sqlAnswer(sql: postgres.Sql, c: Case): Promise<unknown[]> {
+  const rows = await sql.begin(async (tx) => {
+    await tx.unsafe("select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)", [
+      ROLE,
+      CLAIMS,
+    ]);
+    if (c.rollback) await tx.unsafe("savepoint bench");
+    const rows = await tx.unsafe(c.sql);
+    if (c.rollback) await tx.unsafe("rollback to savepoint bench");
+    return rows;
+  });
+  return rows.map((r) => (typeof r.j === "string" ? JSON.parse(r.j) : r.j));
+}
+
+/** One request at a time: first byte, total time, bytes and svc's peak RSS. */
+async function probeBig(url: string, body: string, pid: number, n: number): Promise<BigProbe> {
+  const baseline = readMem(pid).rss_mb;
+  const reset = resetPeak(pid);
+  let sampled = baseline;
+  const timer = setInterval(() => {
+    try {
+      sampled = Math.max(sampled, readMem(pid).rss_mb);
+    } catch { /* exited */ }
+  }, 5);
+  const out: BigProbe = {
+    requests: n,
+    status: [],
+    bytes: 0,
+    rows: null,
+    ttfb_ms: [],
+    total_ms: [],
+    baseline_rss_mb: baseline,
+    peak_rss_mb: baseline,
+    growth_mb: 0,
+    peak_method: reset
+      ? "VmHWM (reset through /proc/<pid>/clear_refs before the first request) and VmRSS sampled every 5 ms"
+      : "VmRSS sampled every 5 ms",
+  };
+  try {
+    for (let i = 0; i < n; i++) {
+      const s = performance.now();
+      const r = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+      const reader = r.body!.getReader();
+      let first = true;
+      let bytes = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (first && value.length) {
+          out.ttfb_ms.push(performance.now() - s);
+          first = false;
+        }
+        bytes += value.length;
+      }
+      out.total_ms.push(performance.now() - s);
+      out.status.push(r.status);
+      out.bytes = bytes;
+    }
+  } finally {
+    clearInterval(timer);
+  }
+  const m = readMem(pid);
+  out.peak_rss_mb = Math.max(sampled, reset ? m.hwm_mb : 0);
+  out.growth_mb = out.peak_rss_mb - baseline;
+  return out;
+}
+
+async function main(): Promise<Report> {
+  const wrkVersion = await ensureWrk(log);
+  const useWrk = wrkVersion !== null;
+  if (!useWrk) problems.push("wrk could not be installed; autocannon was used instead");
+  const pgBin = findPgBin();
+  if (!pgBin) throw new Error("PostgreSQL binaries not found");
+  const pgbenchBin = `${pgBin}/pgbench`;
+  const wantPeer = !flags["no-peer"];
+  if (wantPeer) await ensurePeer(log);
+
+  log("starting PostgreSQL");
+  cluster = await startCluster();
+  log(`loading Chinook ×${SCALE}`);
+  const { uri, counts } = await loadScaledChinook(cluster, "bench", SCALE);
+  const pgVersion = (await cluster.psql("\\pset tuples_only on\nselect version();", "bench"))
+    .trim();
+
+  const wellknownDir = `${RUN_DIR}/wellknown`;
+  Deno.mkdirSync(wellknownDir);
+  Deno.writeTextFileSync(
+    `${wellknownDir}/${WELLKNOWN_FILE.name}.json`,
+    JSON.stringify(WELLKNOWN_FILE, null, 2),
+  );
+  const secretsDir = `${RUN_DIR}/secrets`;
+  Deno.mkdirSync(secretsDir);
+  log("starting svc");
+  svc = await startSvc({
+    pgUri: uri,
+    poolSize: POOL,
+    wellknownDir,
+    secretsDir,
+    logFile: `${RUN_DIR}/svc.log`,
+  });
+  const svcUrl = `${svc.url}/svc`;
+  log(`svc pid ${svc.pid} at ${svc.url}; RSS ${readMem(svc.pid).rss_mb.toFixed(1)} MiB`);
+
+  const sql = postgres(uri, { max: 2, onnotice: () => {} });
+  const cases: CaseResult[] = [];
+  const pgbenchBase = {
+    pgbench: pgbenchBin,
+    host: "127.0.0.1",
+    port: cluster.port,
+    user: "postgres",
+    database: "bench",
+    logDir: `${RUN_DIR}/pgbench`,
+  };
+
+  try {
+    for (const c of CASES.filter((x) => CASE_IDS.includes(x.id))) {
+      log(`case ${c.id}: ${c.title}`);
+      const bodyText = JSON.stringify(c.body);
+      const bodyFile = `${RUN_DIR}/${c.id}.json`;
+      Deno.writeTextFileSync(bodyFile, bodyText);
+      const result: CaseResult = {
+        id: c.id,
+        title: c.title,
+        body: c.body,
+        sql: c.sql,
+        verified: { ok: false, detail: "", svc_bytes: null, sql_rows: null },
+        runs: [],
+      };
+      cases.push(result);
+
+      // The 100,000-row probe goes first, before any other 100,000-row request grows the heap.
+      if (c.id === "big_read") {
+        log("  probe: 3 sequential requests (first byte, total, RSS)");
+        result.big = await probeBig(svcUrl, bodyText, svc.pid, 3);
+        log(
+          `  ttfb ${result.big.ttfb_ms.map((x) => x.toFixed(0))} ms, total ${
+            result.big.total_ms.map((x) => x.toFixed(0))
+          } ms, RSS +${result.big.growth_mb.toFixed(1)} MiB`,
+        );
+      }
+
+      // Same answer?
+      let svcWorks = false;
+      try {
+        const expected = await sqlAnswer(sql, c);
+        result.verified.sql_rows = expected.length;
+        const got = await post(svcUrl, bodyText);
+        result.verified.svc_bytes = got.text.length;
+        if (got.status !== 200) {
+          result.verified.detail = `svc answered ${got.status}: ${got.text.slice(0, 300)}`;
+        } else {
+          svcWorks = true;
+          const norm = c.normalize ?? ((x: unknown) => x);
+          const diff = jsonDiff(norm(got.json), norm(expected));
+          result.verified.ok = diff === null;
+          result.verified.detail = diff ?? "identical";
+        }
+      } catch (e) {
+        result.verified.detail = `error: ${(e as Error).message}`;
+      }
+      log(`  answer check: ${result.verified.ok ? "same answer" : result.verified.detail}`);
+      if (!result.verified.ok) {
+        problems.push(`${c.id}: svc's answer differs from the SQL's: ${result.verified.detail}`);
+      }
+
+      const scripts = {
+        plain: `${RUN_DIR}/${c.id}.sql`,
+        pipeline: `${RUN_DIR}/${c.id}.pipeline.sql`,
+      };
+      const stmts = c.rollback
+        ? ["savepoint bench", c.sql, "rollback to savepoint bench"]
+        : [c.sql];
+      Deno.writeTextFileSync(
+        scripts.plain,
+        pgbenchScript(stmts, { role: ROLE, claims: CLAIMS, pipeline: false }),
+      );
+      Deno.writeTextFileSync(
+        scripts.pipeline,
+        pgbenchScript(stmts, { role: ROLE, claims: CLAIMS, pipeline: true }),
+      );
+
+      if (svcWorks && WARMUP > 0) {
+        await http({
+          url: svcUrl,
+          bodyFile,
+          connections: Math.min(10, Math.max(...CONNS)),
+          duration: WARMUP,
+        }, useWrk)
+          .catch(() => {});
+      }
+      for (const conns of CONNS) {
+        const row: RunRow = {
+          connections: conns,
+          svc: null,
+          svc_peak_rss_mb: null,
+          pgbench: null,
+          pgbench_pipeline: null,
+          ratio: null,
+          ratio_pipeline: null,
+        };
+        result.runs.push(row);
+        if (svcWorks) {
+          try {
+            const { value, peak } = await withPeak(
+              svc.pid,
+              () => http({ url: svcUrl, bodyFile, connections: conns, duration: DURATION }, useWrk),
+            );
+            row.svc = value;
+            row.svc_peak_rss_mb = peak;
+          } catch (e) {
+            row.svc_error = (e as Error).message;
+          }
+          if (svc.exited()) {
+            throw new Error(`svc exited during ${c.id}:\n${svc.output().slice(-3000)}`);
+          }
+        } else {
+          row.svc_error = "not run: svc does not answer this case";
+        }
+        try {
+          row.pgbench = await pgbench({
+            ...pgbenchBase,
+            scriptFile: scripts.plain,
+            clients: conns,
+            duration: DURATION,
+            pipeline: false,
+          });
+          if (PIPE_DURATION > 0) {
+            row.pgbench_pipeline = await pgbench({
+              ...pgbenchBase,
+              scriptFile: scripts.pipeline,
+              clients: conns,
+              duration: PIPE_DURATION,
+              pipeline: true,
+            });
+          }
+        } catch (e) {
+          row.pgbench_error = (e as Error).message.slice(0, 500);
+          problems.push(`${c.id} c=${conns}: pgbench failed: ${row.pgbench_error}`);
+        }
+        const rate = (
+          p: PgbenchResult | null,
+        ) => (row.svc && p && p.tps > 0 ? row.svc.rps / p.tps : null);
+        row.ratio = rate(row.pgbench);
+        row.ratio_pipeline = rate(row.pgbench_pipeline);
+        log(
+          `  c=${String(conns).padStart(2)}: svc ${row.svc ? row.svc.rps.toFixed(0) : "–"} req/s ` +
+            `(p50 ${row.svc?.p50_ms?.toFixed(2) ?? "–"} p99 ${
+              row.svc?.p99_ms?.toFixed(2) ?? "–"
+            } ms, ` +
+            `RSS ${row.svc_peak_rss_mb?.toFixed(0) ?? "–"} MiB${
+              row.svc?.non2xx ? `, ${row.svc.non2xx} non-2xx` : ""
+            }) | ` +
+            `pgbench ${row.pgbench?.tps.toFixed(0) ?? "–"} tps, pipelined ${
+              row.pgbench_pipeline?.tps.toFixed(0) ?? "–"
+            } | ` +
+            `ratio ${row.ratio?.toFixed(2) ?? "–"} / ${row.ratio_pipeline?.toFixed(2) ?? "–"}`,
+        );
+        if (row.svc && row.svc.non2xx > 0) {
+          const sample = await post(svcUrl, bodyText).catch(() => null);
+          problems.push(
+            `${c.id} c=${conns}: ${row.svc.non2xx} of ${row.svc.requests} svc responses were not 2xx` +
+              (sample && sample.status !== 200
+                ? ` (e.g. ${sample.status} ${sample.text.slice(0, 200)})`
+                : ""),
+          );
+        }
+        if (row.svc && row.svc.socket_errors > 0) {
+          problems.push(
+            `${c.id} c=${conns}: ${row.svc.socket_errors} socket errors/timeouts against svc`,
+          );
+        }
+      }
+    }
+
+    let peerReport: Report["peer"] = null;
+    const nested = cases.find((c) => c.id === "nested_read");
+    if (wantPeer && nested) {
+      log("starting PostGraphile");
+      try {
+        const started = await startPeer({
+          pgUri: uri,
+          poolSize: POOL,
+          logFile: `${RUN_DIR}/postgraphile.log`,
+        });
+        peer = started.child;
+        const gqlUrl = `${peer.url}/graphql`;
+        const gqlBody = JSON.stringify({ query: NESTED_READ_GRAPHQL });
+        const gqlFile = `${RUN_DIR}/nested_read.graphql.json`;
+        Deno.writeTextFileSync(gqlFile, gqlBody);
+        const verified = { ok: false, detail: "" };
+        const got = await post(gqlUrl, gqlBody);
+        const expected = await sqlAnswer(sql, CASES.find((c) => c.id === "nested_read")!);
+        if (got.status !== 200 || (got.json as { errors?: unknown })?.errors) {
+          verified.detail = `PostGraphile answered ${got.status}: ${got.text.slice(0, 300)}`;
+        } else {
+          const diff = jsonDiff(graphqlToSvcShape(got.json), expected);
+          verified.ok = diff === null;
+          verified.detail = diff ?? "identical";
+        }
+        log(
+          `  PostGraphile (${started.runtime}) answer check: ${
+            verified.ok ? "same answer" : verified.detail
+          }`,
+        );
+        if (!verified.ok) problems.push(`PostGraphile's answer differs: ${verified.detail}`);
+        peerReport = {
+          name: "PostGraphile 5.1.5",
+          runtime: started.runtime,
+          graphql: NESTED_READ_GRAPHQL,
+          verified,
+          runs: [],
+        };
+        if (WARMUP > 0) {
+          await http({
+            url: gqlUrl,
+            bodyFile: gqlFile,
+            connections: Math.min(10, Math.max(...CONNS)),
+            duration: WARMUP,
+          }, useWrk)
+            .catch(() => {});
+        }
+        for (const conns of CONNS) {
+          const svcRps = nested.runs.find((x) => x.connections === conns)?.svc?.rps ?? null;
+          const row: PeerRow = {
+            connections: conns,
+            peer: null,
+            peer_peak_rss_mb: null,
+            svc_rps: svcRps,
+            ratio: null,
+          };
+          try {
+            const { value, peak } = await withPeak(
+              peer.pid,
+              () =>
+                http(
+                  { url: gqlUrl, bodyFile: gqlFile, connections: conns, duration: DURATION },
+                  useWrk,
+                ),
+            );
+            row.peer = value;
+            row.peer_peak_rss_mb = peak;
+            row.ratio = svcRps !== null && value.rps > 0 ? svcRps / value.rps : null;
+          } catch (e) {
+            row.peer_error = (e as Error).message.slice(0, 300);
+          }
+          peerReport.runs.push(row);
+          log(
+            `  c=${String(conns).padStart(2)}: PostGraphile ${
+              row.peer?.rps.toFixed(0) ?? "–"
+            } req/s (p99 ${row.peer?.p99_ms?.toFixed(2) ?? "–"} ms), svc ÷ PostGraphile ${
+              row.ratio?.toFixed(2) ?? "–"
+            }`,
+          );
+        }
+      } catch (e) {
+        problems.push(`PostGraphile could not be run: ${(e as Error).message.slice(0, 500)}`);
+        log(`PostGraphile failed: ${(e as Error).message}`);
+      } finally {
+        await peer?.stop();
+        peer = null;
+      }
+    }
+
+    // What svc logged at level error during the run.
+    const svcLog = svc.output();
+    const errorLines = svcLog.split("\n").filter((l) => /error|ERR|panic|Uncaught/i.test(l));
+    if (errorLines.length) {
+      problems.push(
+        `svc logged ${errorLines.length} error line(s) (bench/.data/run/svc.log), first: ${
+          errorLines[0].slice(0, 300)
+        }`,
+      );
+    }
+
+    const rssEnd = readMem(svc.pid);
+    const partial: Omit<Report, "targets"> = {
+      generated_at: new Date().toISOString(),
+      duration_s: (performance.now() - t0) / 1000,
+      machine: { ...machineInfo(wrkVersion), postgres: pgVersion.replace(/ on .*$/, "") },
+      config: {
+        scale: SCALE,
+        connections: CONNS,
+        http_duration_s: DURATION,
+        pgbench_duration_s: DURATION,
+        pgbench_pipelined_duration_s: PIPE_DURATION,
+        warmup_s: WARMUP,
+        wrk_threads: "min(2, connections)",
+        pgbench: "-M prepared -c <conns> -j min(2, conns) -T <duration>",
+        svc_pool_size: POOL,
+        peer_pool_size: POOL,
+        svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true --logging.level=error",
+        role: `${ROLE}, claims ${CLAIMS}`,
+        svc_rss_at_end_mb: Math.round(rssEnd.rss_mb),
+        svc_peak_rss_over_all_runs_mb: Math.round(
+          Math.max(
+            ...cases.flatMap((c) => c.runs.map((r) => r.svc_peak_rss_mb ?? 0)),
+            ...cases.map((c) => c.big?.peak_rss_mb ?? 0),
+          ),
+        ),
+      },
+      data: counts,
+      cases,
+      peer: peerReport,
+      problems,
+    };
+    return { ...partial, targets: evaluateTargets(partial) };
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+let exitCode = 0;
+try {
+  const report = await main();
+  const outDir = flags.out;
+  Deno.mkdirSync(outDir, { recursive: true });
+  Deno.writeTextFileSync(`${outDir}/latest.json`, JSON.stringify(report, null, 2) + "\n");
+  Deno.writeTextFileSync(`${outDir}/latest.md`, renderMarkdown(report));
+  log(`wrote ${outDir}/latest.md and latest.json`);
+  for (const t of report.targets) {
+    log(`target ${t.text}: ${t.met === null ? "n/a" : t.met ? "met" : "missed"}`);
+  }
+} catch (e) {
+  console.error(e);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+Deno.exit(exitCode);

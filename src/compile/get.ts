@@ -1,0 +1,281 @@
+/**
+ * The GET /svc form (SPEC "GET /svc", DECISIONS.md §3): query-string parameters turned into the
+ * same JSON tree a POST body carries, so both forms compile identically. Well-known references
+ * (`wellknown`, `params.<name>`) are returned separately for the caller to resolve.
+ *
+ * Beyond the documented keys, `arguments.<name>=<value>` passes a named function argument
+ * (values as in `where`: numbers, true/false/null, 'quoted' or bare text, all literals).
+ */
+import { SvcError } from "../errors.ts";
+
+/** The decoded GET form. */
+export interface GetQuery {
+  /** The Relation tree, or `{wellknown, params}` for a well-known query. */
+  tree: Record<string, unknown>;
+  /** Name of the well-known query, when one is referenced. */
+  wellknown?: string;
+  /** Well-known parameters (`params.<name>`), JSON-decoded when the text parses as JSON. */
+  params?: Record<string, unknown>;
+}
+
+const COMPLEX = new Set([
+  "query",
+  "count",
+  "stats",
+  "query_plan",
+  "sql",
+  "rollback",
+  "returns",
+  "data",
+]);
+const SCALARS = new Set(["relation", "schema", "function", "alias"]);
+const FUNCTIONS: Record<string, string> = {
+  eq: "=",
+  neq: "<>",
+  lt: "<",
+  lte: "<=",
+  gt: ">",
+  gte: ">=",
+  like: "like",
+  ilike: "ilike",
+  in: "in",
+  not_in: "not_in",
+  between: "between",
+  is_null: "is_null",
+  is_not_null: "is_not_null",
+  and: "and",
+  or: "or",
+  not: "not",
+  contains: "@>",
+  contained: "<@",
+  overlaps: "&&",
+  fts: "fts",
+};
+
+function getError(parameter: string, message: string): SvcError {
+  return new SvcError("QUERY_INVALID", message, { details: { parameter } });
+}
+
+/**
+ * Decodes the GET query string into the POST tree. Throws QUERY_COMPLEX_NOT_ALLOWED_ON_GET for
+ * ComplexQuery parameters and QUERY_INVALID (details.parameter) for anything else unknown.
+ */
+export function parseGetQuery(url: URLSearchParams): GetQuery {
+  const seen = new Set<string>();
+  for (const key of url.keys()) {
+    if (COMPLEX.has(key) || key.startsWith("query.")) {
+      throw new SvcError(
+        "QUERY_COMPLEX_NOT_ALLOWED_ON_GET",
+        `'${key}' (a ComplexQuery parameter) is not allowed on GET`,
+        { details: { parameter: key } },
+      );
+    }
+    if (seen.has(key)) throw getError(key, `parameter '${key}' given more than once`);
+    seen.add(key);
+  }
+  if (url.has("wellknown")) return wellKnown(url);
+  const tree: Record<string, unknown> = {};
+  for (const [key, value] of url) {
+    if (key.startsWith("params.")) throw getError(key, "params.<name> needs wellknown");
+    setField(tree, key.split("."), value, key);
+  }
+  return { tree };
+}
+
+function wellKnown(url: URLSearchParams): GetQuery {
+  const name = url.get("wellknown")!;
+  const params: Record<string, unknown> = {};
+  for (const [key, value] of url) {
+    if (key === "wellknown") continue;
+    const p = key.startsWith("params.") ? key.slice(7) : null;
+    if (p === null || p === "" || p.includes(".")) {
+      throw getError(key, `unexpected parameter '${key}' with wellknown`);
+    }
+    define(params, p, decodeParam(value));
+  }
+  return { tree: { wellknown: name, params }, wellknown: name, params };
+}
+
+/** A `params.<name>` value: JSON when it parses as JSON, else the plain string. */
+export function decodeParam(value: string): unknown {
+  try {
+    return JSON.parse(value);
+  } catch {
+    return value;
+  }
+}
+
+/** Sets one dotted key (already split) into a relation object of the tree. */
+function setField(rel: Record<string, unknown>, path: string[], value: string, key: string): void {
+  const [head, ...rest] = path;
+  if (head === "join" && rest.length >= 2) {
+    const alias = rest[0];
+    if (alias === "") throw getError(key, "empty join alias");
+    setField(child(child(rel, "join"), alias), rest.slice(1), value, key);
+    return;
+  }
+  if ((head === "on" || head === "arguments") && rest.length >= 1) {
+    const v = head === "on" ? value : argumentValue(value, key);
+    define(child(rel, head), rest.join("."), v);
+    return;
+  }
+  if (rest.length !== 0) throw getError(key, `unknown parameter '${key}'`);
+  if (SCALARS.has(head)) rel[head] = value;
+  else if (head === "limit" || head === "offset") rel[head] = integer(value, key);
+  else if (head === "select") rel.select = selectValue(value);
+  else if (head === "order_by") rel.order_by = list(value).map(orderTerm);
+  else if (head === "distinct_on") rel.distinct_on = list(value).map(nameExpr);
+  else if (head === "where") rel.where = parseWhere(value, key);
+  else throw getError(key, `unknown parameter '${key}'`);
+}
+
+/** Sets an own property (also for names like `__proto__`). */
+function define(obj: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/** The object at `obj[key]`, created when missing. */
+function child(obj: Record<string, unknown>, key: string): Record<string, unknown> {
+  if (!Object.hasOwn(obj, key)) define(obj, key, {});
+  const v = obj[key];
+  if (typeof v !== "object" || v === null) throw getError(key, `'${key}' is not an object`);
+  return v as Record<string, unknown>;
+}
+
+function integer(value: string, key: string): number {
+  if (!/^\d{1,15}$/.test(value)) throw getError(key, `'${key}' must be an integer ≥ 0`);
+  return Number(value);
+}
+
+function list(value: string): string[] {
+  return value.split(",").map((s) => s.trim()).filter((s) => s !== "");
+}
+
+function selectValue(value: string): unknown {
+  const v = value.trim();
+  if (v === "own" || v === "full") return v;
+  return list(v);
+}
+
+/** A name in order_by/distinct_on: `a.b` reaches into a joined relation. */
+function nameExpr(name: string): unknown {
+  const dot = name.indexOf(".");
+  return dot > 0 ? [".", name.slice(0, dot), name.slice(dot + 1)] : name;
+}
+
+/** `name`, `-name`, `name.desc.nullslast` … → an order term of the POST tree. */
+function orderTerm(term: string): unknown {
+  let desc = term.startsWith("-");
+  let rest = desc ? term.slice(1) : term;
+  let nulls: string | null = null;
+  for (;;) {
+    const m = /\.(asc|desc|nullsfirst|nullslast)$/.exec(rest);
+    if (!m) break;
+    if (m[1] === "asc" || m[1] === "desc") desc = m[1] === "desc";
+    else nulls = m[1] === "nullsfirst" ? "nulls_first" : "nulls_last";
+    rest = rest.slice(0, m.index);
+  }
+  const expr = nameExpr(rest);
+  if (nulls) return [desc ? "desc" : "asc", expr, nulls];
+  return desc ? ["desc", expr] : expr;
+}
+
+function argumentValue(value: string, key: string): unknown {
+  const v = value.trim();
+  if (/^'.*'$/s.test(v) || /^-?\d/.test(v) || ["true", "false", "null"].includes(v)) {
+    const p = new WhereParser(v, key);
+    const out = p.atom();
+    p.end();
+    return out;
+  }
+  return [value];
+}
+
+// ---------------------------------------------------------------------------------------------
+// where: call expressions
+
+/** Parses `and(gte(price,10),like(name,'A%'))` into the POST expression tree. */
+export function parseWhere(text: string, key = "where"): unknown {
+  const p = new WhereParser(text, key);
+  const e = p.expr();
+  p.end();
+  return e;
+}
+
+class WhereParser {
+  pos = 0;
+  constructor(readonly text: string, readonly key: string) {}
+
+  fail(message: string): never {
+    throw new SvcError("QUERY_INVALID", `${this.key}: ${message} at position ${this.pos}`, {
+      details: { parameter: this.key, position: this.pos },
+    });
+  }
+
+  skip(): void {
+    while (this.pos < this.text.length && /\s/.test(this.text[this.pos])) this.pos++;
+  }
+
+  end(): void {
+    this.skip();
+    if (this.pos < this.text.length) this.fail("unexpected text");
+  }
+
+  expr(): unknown {
+    this.skip();
+    const m = /^[A-Za-z_][A-Za-z0-9_]*\s*\(/.exec(this.text.slice(this.pos));
+    if (!m) return this.atom();
+    const name = m[0].slice(0, m[0].indexOf("(")).trim();
+    const op = Object.hasOwn(FUNCTIONS, name) ? FUNCTIONS[name] : undefined;
+    if (!op) this.fail(`unknown function '${name}'`);
+    this.pos += m[0].length;
+    const args: unknown[] = [];
+    this.skip();
+    if (this.text[this.pos] === ")") this.pos++;
+    else {
+      for (;;) {
+        args.push(this.expr());
+        this.skip();
+        const c = this.text[this.pos++];
+        if (c === ")") break;
+        if (c !== ",") this.fail("expected ',' or ')'");
+      }
+    }
+    return [op, ...args];
+  }
+
+  atom(): unknown {
+    this.skip();
+    const rest = this.text.slice(this.pos);
+    let m: RegExpExecArray | null;
+    if (rest.startsWith("'")) return [this.quoted("'")];
+    if (rest.startsWith('"')) return this.quoted('"');
+    if ((m = /^-?\d+(\.\d+)?([eE][+-]?\d+)?(?![A-Za-z0-9_.])/.exec(rest))) {
+      this.pos += m[0].length;
+      return Number(m[0]);
+    }
+    if ((m = /^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?/.exec(rest))) {
+      this.pos += m[0].length;
+      if (m[0] === "true") return true;
+      if (m[0] === "false") return false;
+      if (m[0] === "null") return null;
+      return nameExpr(m[0]);
+    }
+    return this.fail("expected a value");
+  }
+
+  /** A quoted string (`'text'`) or identifier (`"name"`); the quote doubles to escape. */
+  quoted(q: string): string {
+    let out = "";
+    this.pos++;
+    for (;;) {
+      const i = this.text.indexOf(q, this.pos);
+      if (i < 0) this.fail("unterminated quote");
+      out += this.text.slice(this.pos, i);
+      this.pos = i + 1;
+      if (this.text[this.pos] !== q) return out;
+      out += q;
+      this.pos++;
+    }
+  }
+}

@@ -1,0 +1,499 @@
+/**
+ * The SQL generator for reads: one parameterized statement per read, producing one row per root
+ * row with a single column `j` (a json object, keys in select order), assembled entirely in
+ * PostgreSQL. Incoming joins are correlated subqueries aggregated with `json_agg` (an empty
+ * array when nothing matches); outgoing joins are correlated subqueries yielding one object or
+ * null. Every value is a bind parameter sent as text (`$n::text::<type>`), so the statement's
+ * parameter types never depend on the client library's type inference; every identifier is
+ * quoted with `ident()`. The SQL text depends only on the query's shape (see {@link shapeKey}).
+ */
+import { ident } from "../db/schema.ts";
+import { SvcError } from "../errors.ts";
+import type {
+  CompiledRead,
+  CompileOptions,
+  Expr,
+  JoinNode,
+  LiteralValue,
+  OrderTerm,
+  RelationNode,
+  SelectItem,
+  Statement,
+} from "./ast.ts";
+import { argumentOf, sourceColumns } from "./parse.ts";
+
+/** json_build_object takes at most 100 arguments; wider objects use json_object_agg. */
+const MAX_BUILD_PAIRS = 50;
+
+/** SQL of the binary operators that compile to `(a <op> b)`. */
+const BINARY: Record<string, string> = {
+  "=": "=",
+  "<>": "<>",
+  "<": "<",
+  "<=": "<=",
+  ">": ">",
+  ">=": ">=",
+  is_distinct_from: "IS DISTINCT FROM",
+  is_not_distinct_from: "IS NOT DISTINCT FROM",
+  "@>": "@>",
+  "<@": "<@",
+  "&&": "&&",
+  "+": "+",
+  "-": "-",
+  "*": "*",
+  "/": "/",
+  "||": "||",
+};
+/** Pattern operators: the pattern is text. */
+const PATTERN: Record<string, string> = {
+  like: "LIKE",
+  ilike: "ILIKE",
+  not_like: "NOT LIKE",
+  not_ilike: "NOT ILIKE",
+  "~": "~",
+  "~*": "~*",
+};
+const BOOLEAN_RESULT = new Set([
+  ...Object.keys(BINARY).filter((o) => !["+", "-", "*", "/", "||"].includes(o)),
+  ...Object.keys(PATTERN),
+  "and",
+  "or",
+  "not",
+  "in",
+  "not_in",
+  "between",
+  "is_null",
+  "is_not_null",
+  "fts",
+]);
+
+/**
+ * Compiles a parsed read into its statement (and, with `opts.count`, a count statement).
+ * With `opts.rootKeys` the root's where, order_by, distinct_on, limit and offset are replaced by
+ * the given key tuples, returned in their order (the write read-back).
+ */
+export function compileRead(node: RelationNode, opts: CompileOptions = {}): CompiledRead {
+  const rows = new Compiler(node, opts.params).rootSelect(node, opts);
+  const out: CompiledRead = { rows };
+  if (opts.count) out.count = new Compiler(node, opts.params).countSelect(node);
+  return out;
+}
+
+/**
+ * A canonical string of the query's shape: the tree without literal values (only their SQL
+ * type class). Two reads with the same shapeKey and options compile to the same SQL text.
+ */
+export function shapeKey(node: RelationNode, opts: CompileOptions = {}): string {
+  return JSON.stringify([
+    nodeShape(node),
+    opts.count === true,
+    opts.rootKeys?.columns ?? null,
+  ]);
+}
+
+/** Compilation state of one statement: its bind parameters and the tree's parent links. */
+class Compiler {
+  readonly params: (string | null)[] = [];
+  readonly parents = new Map<RelationNode, RelationNode>();
+  readonly memo = new Map<Expr, string>();
+
+  constructor(root: RelationNode, private readonly values?: Record<string, unknown>) {
+    const walk = (n: RelationNode) => {
+      for (const j of n.joins) {
+        this.parents.set(j.node, n);
+        walk(j.node);
+      }
+    };
+    walk(root);
+  }
+
+  /** Adds a bind parameter sent as text and converted to `type`. */
+  bind(value: string | null, type: string): string {
+    this.params.push(value);
+    const p = `$${this.params.length}::text`;
+    return type === "text" ? p : `${p}::${type}`;
+  }
+
+  statement(sql: string): Statement {
+    return { sql, params: this.params };
+  }
+
+  rootSelect(node: RelationNode, opts: CompileOptions): Statement {
+    if (opts.rootKeys) return this.statement(this.rootKeysSelect(node, opts));
+    const parts = [
+      `SELECT ${this.distinct(node)}${this.object(node)} AS "j" FROM ${this.from(node)}`,
+    ];
+    if (node.where) parts.push(`WHERE ${this.condition(node.where)}`);
+    parts.push(...this.tail(node));
+    return this.statement(parts.join(" "));
+  }
+
+  rootKeysSelect(node: RelationNode, opts: CompileOptions): string {
+    const keys = opts.rootKeys!;
+    const cols = sourceColumns(node.source);
+    const arrays = keys.columns.map((name, i) => {
+      const col = cols.find((c) => c.name === name);
+      if (!col) throw new SvcError("INTERNAL", `rootKeys: unknown column '${name}'`);
+      const values = keys.rows.map((r) => r[i]);
+      return this.bind(pgArray(values), `${hintType(col.type)}[]`);
+    });
+    const names = keys.columns.map((_, i) => `"k${i}"`);
+    const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
+    return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} ` +
+      `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
+      `ON ${on.join(" AND ") || "true"} ORDER BY "k"."ord"`;
+  }
+
+  countSelect(node: RelationNode): Statement {
+    const where = node.where ? ` WHERE ${this.condition(node.where)}` : "";
+    if (node.distinctOn.length === 0) {
+      return this.statement(`SELECT count(*) AS "count" FROM ${this.from(node)}${where}`);
+    }
+    return this.statement(
+      `SELECT count(*) AS "count" FROM (SELECT ${this.distinct(node)}1 FROM ${
+        this.from(node)
+      }${where}) AS "c"`,
+    );
+  }
+
+  /** DISTINCT ON clause (with trailing space) or "". */
+  distinct(node: RelationNode): string {
+    if (node.distinctOn.length === 0) return "";
+    return `DISTINCT ON (${node.distinctOn.map((e) => this.shared(e)).join(", ")}) `;
+  }
+
+  /**
+   * An expression compiled once per statement: DISTINCT ON and ORDER BY share the same Expr
+   * objects and must show PostgreSQL the same text (the same placeholders).
+   */
+  shared(e: Expr): string {
+    let s = this.memo.get(e);
+    if (s === undefined) this.memo.set(e, s = this.expr(e, null));
+    return s;
+  }
+
+  /** ORDER BY / LIMIT / OFFSET clauses. */
+  tail(node: RelationNode): string[] {
+    const parts: string[] = [];
+    if (node.orderBy.length) {
+      parts.push(`ORDER BY ${node.orderBy.map((t) => this.order(t)).join(", ")}`);
+    }
+    if (node.limit !== null) parts.push(`LIMIT ${this.bind(String(node.limit), "bigint")}`);
+    if (node.offset !== null) parts.push(`OFFSET ${this.bind(String(node.offset), "bigint")}`);
+    return parts;
+  }
+
+  order(t: OrderTerm): string {
+    const nulls = t.nulls ? ` NULLS ${t.nulls.toUpperCase()}` : "";
+    return `${this.shared(t.expr)} ${t.dir.toUpperCase()}${nulls}`;
+  }
+
+  /** The FROM item of a node: its relation or function call, aliased. */
+  from(node: RelationNode): string {
+    const alias = ident(node.sqlAlias);
+    const src = node.source;
+    if (src.kind === "relation") {
+      return `${ident(src.relation.schema)}.${ident(src.relation.name)} AS ${alias}`;
+    }
+    const args = src.args.map((a, i) => {
+      const decl = argumentOf(src.func, a, i);
+      const hint = decl && !decl.type.startsWith("any") ? hintType(decl.type) : null;
+      const value = a.value.kind === "literal" && hint !== null
+        ? this.literal(a.value.value, hint, true)
+        : this.expr(a.value, hint);
+      const v = decl?.mode === "variadic" ? `VARIADIC ${value}` : value;
+      return a.name === null ? v : `${ident(a.name)} => ${v}`;
+    });
+    const call = `${ident(src.func.schema)}.${ident(src.func.name)}(${args.join(", ")})`;
+    const scalar = src.func.returns.columns === null;
+    return `${call} AS ${alias}${scalar ? `(${ident(src.columns[0].name)})` : ""}`;
+  }
+
+  /** The json object of one row of `node`, keys in select order (write-only items left out). */
+  object(node: RelationNode): string {
+    const items = node.select.filter((it) => it.mode !== "set");
+    const pairs = items.map((it) => [this.bind(it.name, "text"), this.item(it)]);
+    if (pairs.length <= MAX_BUILD_PAIRS) {
+      return `json_build_object(${pairs.map(([k, v]) => `${k}, ${v}`).join(", ")})`;
+    }
+    const rows = pairs.map(([k, v], i) => `(${i}, ${k}, to_json(${v}))`);
+    return `(SELECT json_object_agg("kv"."k", "kv"."v" ORDER BY "kv"."n") FROM (VALUES ${
+      rows.join(", ")
+    }) AS "kv"("n", "k", "v"))`;
+  }
+
+  item(it: SelectItem): string {
+    if (it.value.kind === "join") return this.join(it.value.join);
+    const e = it.value.expr;
+    if (e.kind === "computed" && e.set) {
+      return `(SELECT coalesce(json_agg("x"), '[]'::json) FROM ${ident(e.schema)}.${ident(e.fn)}(${
+        ident(e.scope)
+      }) AS "x")`;
+    }
+    return this.expr(e, null);
+  }
+
+  /** A joined relation's value: an array (incoming) or an object or null (outgoing). */
+  join(j: JoinNode): string {
+    const sub = this.childSelect(j);
+    if (j.direction === "outgoing") return `(${sub})`;
+    return `(SELECT coalesce(json_agg("s"."j"), '[]'::json) FROM (${sub}) AS "s")`;
+  }
+
+  childSelect(j: JoinNode): string {
+    const node = j.node;
+    return [
+      `SELECT ${this.distinct(node)}${this.object(node)} AS "j"`,
+      this.fromWhere(j),
+      ...this.tail(node),
+    ].join(" ");
+  }
+
+  /** `FROM <joined> WHERE <join condition> [AND <joined where>]`. */
+  fromWhere(j: JoinNode): string {
+    const node = j.node;
+    const parent = this.parents.get(node);
+    if (!parent) throw new SvcError("INTERNAL", `join '${j.key}' has no parent`);
+    const conds = j.on.map(([c, pc]) =>
+      `${ident(node.sqlAlias)}.${ident(c)} = ${ident(parent.sqlAlias)}.${ident(pc)}`
+    );
+    if (node.where) conds.push(this.condition(node.where));
+    return `FROM ${this.from(node)} WHERE ${conds.join(" AND ")}`;
+  }
+
+  condition(e: Expr): string {
+    return this.expr(e, "boolean");
+  }
+
+  /** Compiles an expression; `hint` types untyped literals (strings, null) in its position. */
+  expr(e: Expr, hint: string | null): string {
+    switch (e.kind) {
+      case "column":
+        return `${ident(e.scope)}.${ident(e.column.name)}`;
+      case "computed": {
+        const call = `${ident(e.schema)}.${ident(e.fn)}(${ident(e.scope)})`;
+        return e.set ? `ARRAY(SELECT ${call})` : call;
+      }
+      case "joined":
+        return `(SELECT ${ident(e.join.node.sqlAlias)}.${ident(e.column.name)} ${
+          this.fromWhere(e.join)
+        })`;
+      case "field":
+        return `(${this.expr(e.expr, null)}).${ident(e.field)}`;
+      case "literal":
+        return this.literal(e.value, hint, false);
+      case "array":
+        return this.array(e.items, hint);
+      case "cast":
+        if (e.expr.kind === "literal") return this.literal(e.expr.value, e.type, true);
+        return `(${this.expr(e.expr, null)})::${e.type}`;
+      case "agg":
+        return this.agg(e);
+      case "param":
+        return this.bind(encodeParam(this.values?.[e.name], e.cast), e.cast);
+      case "op":
+        return this.op(e.op, e.args);
+    }
+  }
+
+  /** A literal as a bind parameter: typed by `hint` (strings, null; all when forced). */
+  literal(v: LiteralValue, hint: string | null, force: boolean): string {
+    const type = force && hint !== null ? hint : literalType(v, hint);
+    return this.bind(v === null ? null : String(v), type);
+  }
+
+  array(items: Expr[], hint: string | null): string {
+    const elem = hint?.endsWith("[]") ? hint.slice(0, -2) : firstType(items);
+    if (items.length === 0) return `ARRAY[]::${elem ?? "text"}[]`;
+    return `ARRAY[${items.map((i) => this.expr(i, elem)).join(", ")}]`;
+  }
+
+  agg(e: Extract<Expr, { kind: "agg" }>): string {
+    const arg = e.expr ? this.expr(e.expr, null) : "*";
+    const filter = e.filter ? ` FILTER (WHERE ${this.condition(e.filter)})` : "";
+    return `(SELECT ${e.fn}(${arg})${filter} ${this.fromWhere(e.join)})`;
+  }
+
+  op(op: string, args: Expr[]): string {
+    if (op === "and" || op === "or") {
+      return `(${args.map((a) => this.condition(a)).join(` ${op.toUpperCase()} `)})`;
+    }
+    if (op === "not") return `(NOT ${this.condition(args[0])})`;
+    if (op === "is_null") return `(${this.expr(args[0], null)} IS NULL)`;
+    if (op === "is_not_null") return `(${this.expr(args[0], null)} IS NOT NULL)`;
+    if (Object.hasOwn(BINARY, op)) {
+      const [a, b] = args;
+      return `(${this.expr(a, typeOf(b))} ${BINARY[op]} ${this.expr(b, typeOf(a))})`;
+    }
+    if (Object.hasOwn(PATTERN, op)) {
+      return `(${this.expr(args[0], "text")} ${PATTERN[op]} ${this.expr(args[1], "text")})`;
+    }
+    if (op === "->" || op === "->>") {
+      return `(${this.expr(args[0], "jsonb")} ${op} ${this.expr(args[1], "text")})`;
+    }
+    if (op === "in" || op === "not_in") return this.inList(op, args);
+    if (op === "between") {
+      const [lo, a, hi] = args;
+      const t = typeOf(a) ?? typeOf(lo) ?? typeOf(hi);
+      return `(${this.expr(a, t)} BETWEEN ${this.expr(lo, t)} AND ${this.expr(hi, t)})`;
+    }
+    if (op === "fts") {
+      const [col, q, cfg] = args;
+      const vector = this.expr(col, "tsvector");
+      const query = cfg
+        ? `${this.expr(cfg, "regconfig")}, ${this.expr(q, "text")}`
+        : this.expr(q, "text");
+      return `(${vector} @@ websearch_to_tsquery(${query}))`;
+    }
+    throw new SvcError("INTERNAL", `unknown operator '${op}'`);
+  }
+
+  /** `a IN (v…)`; a single array-valued param, `arr` or cast compiles to `a = ANY(v)`. */
+  inList(op: string, args: Expr[]): string {
+    const [a, ...values] = args;
+    const only = values.length === 1 ? values[0] : null;
+    const arrayType = only && ["param", "array", "cast"].includes(only.kind) ? typeOf(only) : null;
+    if (only && arrayType?.endsWith("[]")) {
+      const elem = typeOf(a) ?? arrayType.slice(0, -2);
+      const cmp = op === "in" ? "= ANY" : "<> ALL";
+      return `(${this.expr(a, elem)} ${cmp}(${this.expr(only, `${elem}[]`)}))`;
+    }
+    const t = typeOf(a) ?? firstType(values);
+    const list = values.map((v) => this.expr(v, t)).join(", ");
+    return `(${this.expr(a, t)} ${op === "in" ? "IN" : "NOT IN"} (${list}))`;
+  }
+}
+
+/** The SQL type a literal is bound as: numbers and booleans by value, the rest by hint. */
+function literalType(v: LiteralValue, hint: string | null): string {
+  if (typeof v === "number") {
+    if (!Number.isInteger(v)) return "numeric";
+    if (Math.abs(v) <= 2147483647) return "integer";
+    return Number.isSafeInteger(v) ? "bigint" : "numeric";
+  }
+  if (typeof v === "boolean") return "boolean";
+  return hint ?? "text";
+}
+
+/**
+ * A column type usable as a cast target for a compared value: typmods dropped (so that a cast
+ * never truncates or rounds), `character` → `bpchar`, `bit` → `varbit`.
+ */
+function hintType(type: string): string {
+  const m = /^(.*?)((?:\[\])*)$/.exec(type.replaceAll(/\(\d+(,\d+)?\)/g, ""))!;
+  const base = m[1] === "character" ? "bpchar" : m[1] === "bit" ? "varbit" : m[1];
+  return base + m[2];
+}
+
+/** The SQL type of an expression when it is known without the database, else null. */
+function typeOf(e: Expr): string | null {
+  switch (e.kind) {
+    case "column":
+    case "joined":
+      return hintType(e.column.type);
+    case "field":
+      return hintType(e.type);
+    case "computed":
+      return e.set ? null : hintType(e.type);
+    case "cast":
+      return hintType(e.type);
+    case "param":
+      return hintType(e.cast);
+    case "literal":
+      return e.value === null || typeof e.value === "string" ? null : literalType(e.value, null);
+    case "array": {
+      const t = firstType(e.items);
+      return t === null ? null : `${t}[]`;
+    }
+    case "agg":
+      return e.fn === "count" ? "bigint" : e.fn.startsWith("bool_") ? "boolean" : null;
+    case "op":
+      if (BOOLEAN_RESULT.has(e.op)) return "boolean";
+      if (e.op === "->>") return "text";
+      if (e.op === "->") return typeOf(e.args[0]) === "json" ? "json" : "jsonb";
+      return null;
+  }
+}
+
+function firstType(items: Expr[]): string | null {
+  for (const i of items) {
+    const t = typeOf(i);
+    if (t !== null) return t;
+  }
+  return null;
+}
+
+/** Encodes a well-known parameter's JSON value as the text of its cast type. */
+function encodeParam(v: unknown, cast: string): string | null {
+  if (v === undefined || v === null) return null;
+  if (cast === "jsonb" || cast === "json") return JSON.stringify(v);
+  if (cast.endsWith("[]") && Array.isArray(v)) return pgArray(v);
+  if (typeof v === "string") return v;
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  return JSON.stringify(v);
+}
+
+/** A PostgreSQL array literal of JSON values (nested arrays become dimensions). */
+export function pgArray(values: unknown[]): string {
+  const item = (v: unknown): string => {
+    if (v === null || v === undefined) return "NULL";
+    if (Array.isArray(v)) return pgArray(v);
+    const s = typeof v === "string" ? v : typeof v === "object" ? JSON.stringify(v) : String(v);
+    return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+  };
+  return `{${values.map(item).join(",")}}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape keys
+
+function nodeShape(n: RelationNode): unknown {
+  const src = n.source;
+  return [
+    n.sqlAlias,
+    src.kind === "relation"
+      ? [src.relation.schema, src.relation.name]
+      : [src.func.oid, src.args.map((a) => [a.name, exprShape(a.value)])],
+    n.where && exprShape(n.where),
+    n.select.map((it) => [
+      it.mode,
+      it.value.kind === "join" ? it.value.join.key : exprShape(it.value.expr),
+    ]),
+    n.joins.map((j) => [j.key, j.direction, j.on, nodeShape(j.node)]),
+    n.limit !== null,
+    n.offset !== null,
+    n.orderBy.map((t) => [exprShape(t.expr), t.dir, t.nulls]),
+    n.distinctOn.map(exprShape),
+  ];
+}
+
+function exprShape(e: Expr): unknown {
+  switch (e.kind) {
+    case "column":
+      return [e.scope, e.column.name];
+    case "computed":
+      return ["f", e.scope, e.schema, e.fn, e.set];
+    case "joined":
+      return ["j", e.join.node.sqlAlias, e.column.name];
+    case "field":
+      return ["d", exprShape(e.expr), e.field];
+    case "literal":
+      return ["l", literalType(e.value, "?")];
+    case "array":
+      return ["a", e.items.map(exprShape)];
+    case "cast":
+      return ["c", exprShape(e.expr), e.type];
+    case "agg":
+      return [
+        "g",
+        e.fn,
+        e.join.node.sqlAlias,
+        e.expr && exprShape(e.expr),
+        e.filter && exprShape(e.filter),
+      ];
+    case "param":
+      return ["p", e.name, e.cast];
+    case "op":
+      return ["o", e.op, e.args.map(exprShape)];
+  }
+}

@@ -1,0 +1,814 @@
+/**
+ * The write planner: turns a validated query (RelationNode) and a write payload (`data`, which
+ * mirrors what reading the query returns) into a WritePlan — every row to write, what to do with
+ * it, where its foreign keys come from, and the set-based statements to run, in order.
+ * Pure: no I/O. The plan is run by `executeWrite` (execute.ts).
+ *
+ * Semantics (DECISIONS.md §4, SPEC "POST /svc" write rules):
+ * - Shape: the root is an array of objects; an incoming join key holds an array, an outgoing join
+ *   key an object or null; keys are the select's output names. An unknown key is QUERY_INVALID
+ *   (pointer into data). `get`-marked items, computed fields and other expressions, generated
+ *   columns and GENERATED ALWAYS identity columns are read-only: their payload values are ignored
+ *   (a key column's value is still used to identify the row, never written).
+ * - Key of a relation: its primary key (a view without one: `on_conflict`). The select of every
+ *   written relation must contain its key columns (and `on_conflict` columns for upsert), or they
+ *   must be filled by a join of the select (an incoming child's foreign key columns, a parent's
+ *   foreign key columns from an outgoing join); else QUERY_NOT_WRITABLE.
+ * - A row "carries its key" when every key column has a non-null value (given or filled).
+ * - Row actions by write mode:
+ *   - insert: insert. A row carrying a GENERATED ALWAYS identity key cannot be inserted: QUERY_INVALID.
+ *   - upsert: carrying the `on_conflict` columns → `INSERT … ON CONFLICT DO UPDATE` (when a
+ *     conflict column is GENERATED ALWAYS identity, which can never be inserted explicitly: a
+ *     plain UPDATE by it); otherwise insert.
+ *   - merge: carrying the key → update (natural keys, with no default or identity: upsert, since
+ *     the key cannot tell new rows from existing ones); otherwise insert. A row whose update would
+ *     set nothing is only kept. Under a parent row that exists, existing children the payload
+ *     omits are deleted.
+ *   - merge-new: carrying the key → kept unchanged (natural keys: `INSERT … ON CONFLICT DO
+ *     NOTHING`); otherwise insert; omitted existing children are deleted.
+ *   - readonly: never written, nor anything under it. An outgoing readonly join's object must
+ *     carry the referenced key; it sets the parent's foreign key (`null` clears it).
+ *   The root never deletes (it has no parent). Outgoing joins never delete the referenced row.
+ *   A view's key is never treated as natural (its columns carry no default/identity information).
+ * - Deletes: for each parent row that may exist (updated, kept, upserted) and whose payload carries
+ *   the join (an empty array deletes every child), children not carried by key anywhere under the
+ *   node are deleted (a child moved to another parent of the payload is updated, not deleted).
+ *   Children of deleted rows are left to the database's foreign keys (CASCADE, or a 23503 error).
+ *   A join with where/limit/offset/distinct_on would delete rows its read hides: QUERY_NOT_WRITABLE.
+ * - A foreign key column filled by a join overrides a value the payload gives for it.
+ * - A row to update whose key matches no row is QUERY_INVALID (merge never inserts a row carrying a
+ *   generated key). Two rows of one statement with the same key must carry the same values (they
+ *   are written once, e.g. two tracks linking one genre object), else QUERY_INVALID.
+ * - Order: deletes first, deepest relation first; then, depth-first, every outgoing (referenced)
+ *   relation before the relation referencing it, a parent before its incoming children; keys flow
+ *   through fills (child foreign key ← parent key; parent foreign key ← referenced row's key).
+ * - Rows to insert must provide every mandatory column (a filled foreign key counts), else
+ *   QUERY_MANDATORY_COLUMN_MISSING.
+ */
+import type { JoinNode, RelationNode, SelectItem, WriteMode } from "../compile/ast.ts";
+import type { Column, Relation } from "../db/schema.ts";
+import { invalid, SvcError } from "../errors.ts";
+import { checkValue, isObject, type JsonValue } from "./values.ts";
+import {
+  deleteStatement,
+  type InputColumn,
+  insertOrKeepStatement,
+  insertStatement,
+  lookupStatement,
+  updateStatement,
+  upsertStatement,
+} from "./statements.ts";
+
+export type { JsonValue } from "./values.ts";
+export type { InputColumn } from "./statements.ts";
+
+/** What is done with one payload row. */
+export type RowAction =
+  /** Inserted. */
+  | "insert"
+  /** Updated by its key; an error when no row has that key. */
+  | "update"
+  /** `INSERT … ON CONFLICT (conflict columns) DO UPDATE`. */
+  | "upsert"
+  /** `INSERT … ON CONFLICT (key) DO NOTHING` (merge-new, natural key). */
+  | "insert-or-keep"
+  /** Left unchanged (merge-new, or a merge row with nothing to set). */
+  | "keep"
+  /** Never written: a readonly outgoing join's object, only read for its key. */
+  | "link";
+
+/** A value one row takes at run time from another row of the plan, written before it. */
+export interface Fill {
+  /** Column of this row receiving the value. */
+  column: string;
+  /** Plan node (index in WritePlan.nodes) and row the value comes from. */
+  node: number;
+  row: number;
+  /** Column of the source row. */
+  from: string;
+}
+
+/** One payload row of a plan node. */
+export interface PlanRow {
+  /** JSON pointer of the row in the request. */
+  pointer: string;
+  /** Index of the parent row in the parent node's rows (-1 at the root). */
+  parentRow: number;
+  action: RowAction;
+  /**
+   * Column values known before execution: payload values (of written and key columns) and
+   * values filled from rows whose values are already known.
+   */
+  values: Map<string, JsonValue>;
+  /** Columns this row writes: payload columns that are written, and every filled column. */
+  writes: Set<string>;
+  /** Values filled at run time (from rows whose values only the database knows). */
+  fills: Fill[];
+  /** Plan nodes of incoming joins whose key is present in this row (their deletes apply). */
+  present: Set<number>;
+}
+
+/** A relation of the query that the write visits. */
+export interface PlanNode {
+  /** Index in WritePlan.nodes. */
+  id: number;
+  /** Join keys from the root (empty for the root). */
+  path: string[];
+  /** `schema.name`. */
+  table: string;
+  relation: Relation;
+  /** Write mode; `readonly` nodes are link nodes (outgoing readonly joins). */
+  mode: WriteMode;
+  /** Whether the node is written (appears in stats); false for link nodes. */
+  written: boolean;
+  /** The query node. */
+  query: RelationNode;
+  /** Parent node id (null at the root) and how this node joins it. */
+  parent: number | null;
+  join: JoinNode | null;
+  /** Child plan nodes (in select order). */
+  children: number[];
+  /** Columns identifying a row (primary key; a view's `on_conflict`). */
+  keyColumns: string[];
+  /** Columns of `ON CONFLICT` (upsert: `on_conflict` or key; merge/merge-new: key). */
+  conflictColumns: string[];
+  /** Columns read back from written rows: the key, and what other rows take from this one. */
+  returning: string[];
+  rows: PlanRow[];
+}
+
+/** Deletes the existing children a merge omits. Its parameters are fully known when planning. */
+export interface DeleteStep {
+  kind: "delete";
+  node: number;
+  sql: string;
+  params: string[];
+}
+
+/** A set-based statement over some rows of a node. */
+export interface RowsStep {
+  kind: "insert" | "update" | "upsert" | "insert-or-keep" | "lookup";
+  node: number;
+  /** Rows (indices in the node's rows) sent as `$1`; a lookup only sends those still lacking values. */
+  rows: number[];
+  /** Columns of the `jsonb_to_recordset` input. */
+  columns: InputColumn[];
+  sql: string;
+}
+
+/** One statement of a plan. */
+export type WriteStep = DeleteStep | RowsStep;
+
+/** The plan of a write. */
+export interface WritePlan {
+  root: PlanNode;
+  /** Every plan node; `nodes[i].id === i`. */
+  nodes: PlanNode[];
+  /** Statements in execution order. */
+  steps: WriteStep[];
+}
+
+/** Escapes a key for a JSON pointer. */
+function esc(key: string): string {
+  return key.replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+/** A select item seen from the payload. */
+type Item =
+  | { kind: "column"; column: Column; readOnly: boolean }
+  | { kind: "join"; join: JoinNode; readOnly: boolean }
+  | { kind: "ignored" };
+
+interface Input {
+  value: unknown;
+  pointer: string;
+  parentRow: number;
+}
+
+interface Ctx {
+  nodes: PlanNode[];
+}
+
+/**
+ * Plans a write of `data` through the query `node`. `pointer` is the JSON pointer of `data` in
+ * the request (default `/data`). Throws SvcError (QUERY_INVALID, QUERY_NOT_WRITABLE,
+ * QUERY_MANDATORY_COLUMN_MISSING) and nothing else.
+ */
+export function planWrite(node: RelationNode, data: unknown, pointer = "/data"): WritePlan {
+  if (!Array.isArray(data)) throw invalid(pointer, "data must be an array of rows");
+  const ctx: Ctx = { nodes: [] };
+  const root = newNode(ctx, node, null, null, []);
+  const inputs = data.map((value, i): Input => ({
+    value,
+    pointer: `${pointer}/${i}`,
+    parentRow: -1,
+  }));
+  processNode(ctx, root, node, inputs);
+  for (const n of ctx.nodes) n.returning = returningOf(ctx, n);
+  return { root, nodes: ctx.nodes, steps: buildSteps(ctx, root) };
+}
+
+function tableName(rel: Relation): string {
+  return `${rel.schema}.${rel.name}`;
+}
+
+function newNode(
+  ctx: Ctx,
+  q: RelationNode,
+  parent: PlanNode | null,
+  join: JoinNode | null,
+  path: string[],
+): PlanNode {
+  if (q.source.kind !== "relation") {
+    throw new SvcError("QUERY_NOT_WRITABLE", `${q.name} is a function: it cannot be written`, {
+      details: { pointer: q.pointer },
+    });
+  }
+  const rel = q.source.relation;
+  const table = tableName(rel);
+  const key = rel.primaryKey.length > 0 ? [...rel.primaryKey] : [...(q.onConflict ?? [])];
+  if (key.length === 0) {
+    throw new SvcError(
+      "QUERY_NOT_WRITABLE",
+      `${table} has no primary key: it cannot be written (a view needs on_conflict naming its key)`,
+      { details: { pointer: q.pointer, relation: table } },
+    );
+  }
+  for (const c of key) {
+    if (!rel.columnMap.has(c)) {
+      throw invalid(`${q.pointer}/on_conflict`, `${table} has no column "${c}"`);
+    }
+  }
+  let conflict = key;
+  if (q.writeMode === "upsert" && q.onConflict) {
+    conflict = [...q.onConflict];
+    const same = (a: string[]) =>
+      a.length === conflict.length && a.every((c) => conflict.includes(c));
+    if (rel.kind !== "view" && !same(rel.primaryKey) && !rel.unique.some(same)) {
+      throw invalid(
+        `${q.pointer}/on_conflict`,
+        `on_conflict (${
+          conflict.join(", ")
+        }) is neither the primary key nor a unique constraint of ${table}`,
+      );
+    }
+  }
+  const n: PlanNode = {
+    id: ctx.nodes.length,
+    path,
+    table,
+    relation: rel,
+    mode: q.writeMode,
+    written: q.writeMode !== "readonly",
+    query: q,
+    parent: parent?.id ?? null,
+    join,
+    children: [],
+    keyColumns: key,
+    conflictColumns: conflict,
+    returning: [],
+    rows: [],
+  };
+  ctx.nodes.push(n);
+  parent?.children.push(n.id);
+  return n;
+}
+
+/** Classifies the select items of `q` by output name. */
+function itemsOf(q: RelationNode): Map<string, Item> {
+  const items = new Map<string, Item>();
+  for (const it of q.select as SelectItem[]) {
+    const readOnly = it.mode === "get";
+    if (it.value.kind === "join") {
+      items.set(it.name, { kind: "join", join: it.value.join, readOnly });
+    } else if (it.value.expr.kind === "column" && it.value.expr.scope === q.sqlAlias) {
+      items.set(it.name, { kind: "column", column: it.value.expr.column, readOnly });
+    } else {
+      items.set(it.name, { kind: "ignored" });
+    }
+  }
+  return items;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Validates the rows of one query node and, when `plan` is given, plans them (recursively with
+ * their joins). Without `plan` (a node under a readonly one, or a `get` join) only the shape is
+ * checked.
+ */
+function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: Input[]): void {
+  const items = itemsOf(q);
+  const rel = q.source.kind === "relation" ? q.source.relation : null;
+  const table = rel ? tableName(rel) : q.name;
+  const keySet = new Set(plan ? [...plan.keyColumns, ...plan.conflictColumns] : []);
+  // An outgoing join's referenced columns identify the row the parent links to.
+  if (plan?.join?.direction === "outgoing") {
+    for (const [childCol] of plan.join.on) keySet.add(childCol);
+  }
+
+  // 1. Shape and column values of each row.
+  const rows: PlanRow[] = [];
+  const joinValues: Map<string, { value: unknown; pointer: string }>[] = [];
+  for (const input of inputs) {
+    if (!isObject(input.value)) {
+      throw invalid(
+        input.pointer,
+        `expected an object (a row of ${q.name}), got ${kindOf(input.value)}`,
+      );
+    }
+    const row: PlanRow = {
+      pointer: input.pointer,
+      parentRow: input.parentRow,
+      action: plan && !plan.written ? "link" : "insert",
+      values: new Map(),
+      writes: new Set(),
+      fills: [],
+      present: new Set(),
+    };
+    const joins = new Map<string, { value: unknown; pointer: string }>();
+    const obj = input.value;
+    for (const key of Object.keys(obj)) {
+      const p = `${input.pointer}/${esc(key)}`;
+      const item = items.get(key);
+      const v = obj[key];
+      if (!item) {
+        throw invalid(p, `unknown key "${key}": it is not in the select of ${q.name}`);
+      }
+      if (item.kind === "ignored") continue;
+      if (item.kind === "join") {
+        if (!item.readOnly) joins.set(key, { value: v, pointer: p });
+        continue;
+      }
+      if (!plan) continue;
+      const col = item.column;
+      const isKey = keySet.has(col.name);
+      const writable = !item.readOnly && !col.generated && col.identity !== "always";
+      if (!isKey && !writable) continue;
+      if (isKey && v === null) continue; // a null key is no key: the row is new
+      if (plan.mode !== "readonly" || isKey) checkValue(table, col, v, p);
+      const prev = row.values.get(col.name);
+      if (prev !== undefined && !sameJson(prev, v)) {
+        throw invalid(p, `column "${col.name}" of ${table} is given twice with different values`);
+      }
+      row.values.set(col.name, v as JsonValue);
+      if (writable && plan.mode !== "readonly") row.writes.add(col.name);
+    }
+    rows.push(row);
+    joinValues.push(joins);
+  }
+  if (plan) plan.rows = rows;
+
+  // Join items of the select, in select order.
+  const joinItems: { name: string; join: JoinNode; readOnly: boolean }[] = [];
+  for (const [name, item] of items) {
+    if (item.kind === "join") joinItems.push({ name, join: item.join, readOnly: item.readOnly });
+  }
+
+  // 2. Fills from the parent (incoming child: its foreign key ← the parent row's key).
+  if (plan && plan.written && plan.join?.direction === "incoming" && plan.parent !== null) {
+    const parent = ctx.nodes[plan.parent];
+    for (const row of rows) {
+      const prow = parent.rows[row.parentRow];
+      for (const [childCol, parentCol] of plan.join.on) {
+        fill(row, childCol, parent, row.parentRow, prow.values.get(parentCol), parentCol);
+      }
+    }
+  }
+
+  // 3. Outgoing joins first: the referenced rows, then this row's foreign key from them.
+  for (const ji of joinItems) {
+    if (ji.join.direction !== "outgoing") continue;
+    const childQ = ji.join.node;
+    const childPlan = plan && plan.written && !ji.readOnly
+      ? newNode(ctx, childQ, plan, ji.join, [...plan.path, ji.join.key])
+      : null;
+    const childInputs: Input[] = [];
+    const childRowOf: (number | null | undefined)[] = [];
+    for (let r = 0; r < rows.length; r++) {
+      const jv = joinValues[r].get(ji.name);
+      if (!jv) continue;
+      if (jv.value === null) {
+        childRowOf[r] = null;
+        continue;
+      }
+      if (!isObject(jv.value)) {
+        throw invalid(
+          jv.pointer,
+          `expected an object or null (the ${ji.name} of this row), got ${kindOf(jv.value)}`,
+        );
+      }
+      childRowOf[r] = childInputs.length;
+      childInputs.push({ value: jv.value, pointer: jv.pointer, parentRow: r });
+    }
+    processNode(ctx, childPlan, childQ, childInputs);
+    if (!plan || !childPlan) continue;
+    for (let r = 0; r < rows.length; r++) {
+      const k = childRowOf[r];
+      if (k === undefined) continue;
+      const row = rows[r];
+      if (k === null) {
+        if (!ji.join.nullable) {
+          throw invalid(
+            `${row.pointer}/${esc(ji.name)}`,
+            `${ji.name} cannot be null: ${table} requires it`,
+          );
+        }
+        for (const [, parentCol] of ji.join.on) {
+          row.values.set(parentCol, null);
+          row.writes.add(parentCol);
+        }
+        continue;
+      }
+      const crow = childPlan.rows[k];
+      for (const [childCol, parentCol] of ji.join.on) {
+        const known = crow.values.get(childCol);
+        if (childPlan.mode === "readonly" && (known === undefined || known === null)) {
+          throw invalid(
+            crow.pointer,
+            `${ji.name} is readonly: to link it, the object must carry its key "${childCol}"`,
+          );
+        }
+        fill(row, parentCol, childPlan, k, known, childCol);
+      }
+    }
+  }
+
+  // 4. This node's own rows: actions and checks.
+  if (plan && plan.written) decideActions(plan, rows, items);
+
+  // 5. Incoming joins: children after their parent.
+  for (const ji of joinItems) {
+    if (ji.join.direction !== "incoming") continue;
+    const childQ = ji.join.node;
+    const childPlan = plan && plan.written && !ji.readOnly && childQ.writeMode !== "readonly"
+      ? newNode(ctx, childQ, plan, ji.join, [...plan.path, ji.join.key])
+      : null;
+    const childInputs: Input[] = [];
+    for (let r = 0; r < rows.length; r++) {
+      const jv = joinValues[r].get(ji.name);
+      if (!jv) continue;
+      if (!Array.isArray(jv.value)) {
+        throw invalid(
+          jv.pointer,
+          `expected an array (the ${ji.name} of this row), got ${kindOf(jv.value)}`,
+        );
+      }
+      if (childPlan) rows[r].present.add(childPlan.id);
+      jv.value.forEach((value, i) =>
+        childInputs.push({ value, pointer: `${jv.pointer}/${i}`, parentRow: r })
+      );
+    }
+    processNode(ctx, childPlan, childQ, childInputs);
+  }
+}
+
+function kindOf(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  return `a ${typeof v}`;
+}
+
+/** Sets `column` of `row` from `from` of row `srcRow` of `src`: statically when known, else at run time. */
+function fill(
+  row: PlanRow,
+  column: string,
+  src: PlanNode,
+  srcRow: number,
+  known: JsonValue | undefined,
+  from: string,
+): void {
+  row.fills = row.fills.filter((f) => f.column !== column);
+  if (known !== undefined && known !== null) {
+    row.values.set(column, known);
+  } else {
+    row.values.delete(column);
+    row.fills.push({ column, node: src.id, row: srcRow, from });
+  }
+  row.writes.add(column);
+}
+
+function has(row: PlanRow, col: string): boolean {
+  const v = row.values.get(col);
+  return (v !== undefined && v !== null) || row.fills.some((f) => f.column === col);
+}
+
+/** Decides each row's action and checks key presence in the select, mandatory columns, capabilities. */
+function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>): void {
+  const rel = plan.relation;
+  const q = plan.query;
+  // SPEC write rule 5: key (and conflict) columns must be in the select, or filled by a join of it.
+  const selected = new Set<string>();
+  for (const item of items.values()) {
+    if (item.kind === "column") selected.add(item.column.name);
+    if (item.kind === "join" && item.join.direction === "outgoing") {
+      for (const [, parentCol] of item.join.on) selected.add(parentCol);
+    }
+  }
+  if (plan.join?.direction === "incoming") {
+    for (const [childCol] of plan.join.on) selected.add(childCol);
+  }
+  const required = [
+    ...new Set([...plan.keyColumns, ...(plan.mode === "upsert" ? plan.conflictColumns : [])]),
+  ];
+  const missing = required.filter((c) => !selected.has(c));
+  if (missing.length > 0) {
+    throw new SvcError(
+      "QUERY_NOT_WRITABLE",
+      `${plan.table} is written (write_mode ${plan.mode}) but its select lacks key column(s) ${
+        missing.join(", ")
+      }`,
+      { details: { pointer: q.pointer, relation: plan.table, missing } },
+    );
+  }
+
+  const col = (c: string) => rel.columnMap.get(c);
+  // A natural key (no default, no identity) cannot tell new rows from existing ones: merge
+  // upserts them. A view's columns carry no identity or default information: never natural.
+  const natural = rel.kind !== "view" && plan.keyColumns.every((c) => {
+    const k = col(c);
+    return k !== undefined && k.identity === null && !k.hasDefault && !k.generated;
+  });
+  const conflictAlways = plan.conflictColumns.some((c) => col(c)?.identity === "always");
+  const hasAll = (row: PlanRow, cols: string[]) => cols.every((c) => has(row, c));
+  const setsSomething = (row: PlanRow) => [...row.writes].some((c) => !plan.keyColumns.includes(c));
+
+  for (const row of rows) {
+    switch (plan.mode) {
+      case "insert":
+        row.action = "insert";
+        break;
+      case "upsert":
+        if (!hasAll(row, plan.conflictColumns)) row.action = "insert";
+        else if (!conflictAlways) row.action = "upsert";
+        else row.action = setsSomething(row) ? "update" : "keep";
+        break;
+      case "merge":
+        if (!hasAll(row, plan.keyColumns)) row.action = "insert";
+        else if (natural) row.action = "upsert";
+        else row.action = setsSomething(row) ? "update" : "keep";
+        break;
+      case "merge-new":
+        if (!hasAll(row, plan.keyColumns)) row.action = "insert";
+        else row.action = natural ? "insert-or-keep" : "keep";
+        break;
+      default:
+        row.action = "link";
+    }
+    if (row.action === "upsert" || row.action === "insert-or-keep") {
+      // ON CONFLICT columns are inserted (even a get-marked one: it identifies the row).
+      for (const c of plan.conflictColumns) row.writes.add(c);
+    }
+    if (row.action === "insert" || row.action === "upsert" || row.action === "insert-or-keep") {
+      if (!rel.insertable) notWritable(plan, "inserted");
+      if (row.action === "insert") {
+        for (const k of plan.keyColumns) {
+          if (col(k)?.identity === "always" && has(row, k)) {
+            throw invalid(
+              `${row.pointer}/${esc(outputOf(items, k))}`,
+              `column "${k}" of ${plan.table} is GENERATED ALWAYS AS IDENTITY: a row carrying it cannot be ` +
+                `inserted (write_mode ${plan.mode}); use write_mode merge or upsert to update existing rows`,
+            );
+          }
+        }
+      }
+      for (const c of rel.columns) {
+        if (c.mandatory && !row.writes.has(c.name)) {
+          throw new SvcError(
+            "QUERY_MANDATORY_COLUMN_MISSING",
+            `column "${c.name}" of ${plan.table} is mandatory: a row to insert must provide it`,
+            { details: { pointer: row.pointer, relation: plan.table, column: c.name } },
+          );
+        }
+      }
+    }
+    if ((row.action === "update" || row.action === "upsert") && !rel.updatable) {
+      notWritable(plan, "updated");
+    }
+  }
+}
+
+function outputOf(items: Map<string, Item>, column: string): string {
+  for (const [name, item] of items) {
+    if (item.kind === "column" && item.column.name === column) return name;
+  }
+  return column;
+}
+
+function notWritable(plan: PlanNode, what: string): never {
+  throw new SvcError("QUERY_NOT_WRITABLE", `${plan.table} cannot be ${what}`, {
+    details: { pointer: plan.query.pointer, relation: plan.table },
+  });
+}
+
+/** Columns read back from the rows of `n`: its key, conflict columns, and what other rows take from it. */
+function returningOf(ctx: Ctx, n: PlanNode): string[] {
+  const cols = new Set([...n.keyColumns, ...n.conflictColumns]);
+  for (const id of n.children) {
+    const c = ctx.nodes[id];
+    if (c.join?.direction === "incoming") {
+      for (const [, parentCol] of c.join.on) cols.add(parentCol);
+    }
+  }
+  if (n.join?.direction === "outgoing") { for (const [childCol] of n.join.on) cols.add(childCol); }
+  return [...cols];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+function buildSteps(ctx: Ctx, root: PlanNode): WriteStep[] {
+  const deletes: { depth: number; step: DeleteStep }[] = [];
+  for (const n of ctx.nodes) {
+    for (const step of deleteStepsOf(ctx, n)) deletes.push({ depth: n.path.length, step });
+  }
+  deletes.sort((a, b) => b.depth - a.depth);
+  const steps: WriteStep[] = deletes.map((d) => d.step);
+  const visit = (n: PlanNode) => {
+    const kids = n.children.map((id) => ctx.nodes[id]);
+    for (const c of kids) if (c.join?.direction === "outgoing") visit(c);
+    if (n.written) steps.push(...writeStepsOf(n));
+    for (const c of kids) if (c.join?.direction === "incoming") visit(c);
+  };
+  visit(root);
+  return steps;
+}
+
+function inputColumn(
+  n: PlanNode,
+  name: string,
+  role: InputColumn["role"],
+  flag = false,
+): InputColumn {
+  const c = n.relation.columnMap.get(name);
+  if (!c) throw new SvcError("INTERNAL", `unknown column ${name} of ${n.table}`);
+  return { name, type: c.type, role, flag };
+}
+
+/** Columns a row sends to the database, by role of the statement. */
+function groupBy<T>(items: T[], key: (t: T) => string): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const it of items) {
+    const k = key(it);
+    const g = groups.get(k);
+    if (g) g.push(it);
+    else groups.set(k, [it]);
+  }
+  return [...groups.values()];
+}
+
+function writeStepsOf(n: PlanNode): RowsStep[] {
+  const steps: RowsStep[] = [];
+  const idx = (a: RowAction) => n.rows.flatMap((r, i) => (r.action === a ? [i] : []));
+  const rel = n.relation;
+  const defaulted = (c: string) => {
+    const col = rel.columnMap.get(c);
+    return col !== undefined && (col.hasDefault || col.identity !== null);
+  };
+  const union = (rows: number[], exclude: string[] = []) => {
+    const cols = new Set<string>();
+    for (const r of rows) for (const c of n.rows[r].writes) if (!exclude.includes(c)) cols.add(c);
+    // Keep the relation's column order: stable SQL text for equal payload shapes.
+    return rel.columns.map((c) => c.name).filter((c) => cols.has(c));
+  };
+  const pattern = (r: number, only: (c: string) => boolean) =>
+    [...n.rows[r].writes].filter(only).sort().join("\u0000");
+
+  // Updates first: they may free unique values that inserted rows take.
+  const updates = idx("update");
+  if (updates.length > 0) {
+    const set = union(updates, n.keyColumns);
+    const columns = [
+      ...n.keyColumns.map((c) => inputColumn(n, c, "match")),
+      ...set.map((c) => inputColumn(n, c, "write", !updates.every((r) => n.rows[r].writes.has(c)))),
+    ];
+    steps.push({
+      kind: "update",
+      node: n.id,
+      rows: updates,
+      columns,
+      sql: updateStatement(n, columns),
+    });
+  }
+  // Upserts: ON CONFLICT DO UPDATE cannot tell a missing column from one set to null, so rows are
+  // grouped by the set of columns they write (one group for a uniform payload).
+  for (const rows of groupBy(idx("upsert"), (r) => pattern(r, () => true))) {
+    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
+    steps.push({ kind: "upsert", node: n.id, rows, columns, sql: upsertStatement(n, columns) });
+  }
+  // Inserts (and insert-or-keep): an absent column must take its default, which INSERT … SELECT
+  // cannot express per row, so rows are grouped by which columns with a default they provide
+  // (one group for a uniform payload). Absent columns without a default are NULL either way.
+  for (const rows of groupBy(idx("insert-or-keep"), (r) => pattern(r, defaulted))) {
+    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
+    steps.push({
+      kind: "insert-or-keep",
+      node: n.id,
+      rows,
+      columns,
+      sql: insertOrKeepStatement(n, columns),
+    });
+  }
+  for (const rows of groupBy(idx("insert"), (r) => pattern(r, defaulted))) {
+    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
+    steps.push({ kind: "insert", node: n.id, rows, columns, sql: insertStatement(n, columns) });
+  }
+  // Kept rows whose read-back columns are not all known are looked up (at run time, only those
+  // still lacking values: insert-or-keep rows that were inserted already have them).
+  const lookups = n.rows.flatMap((r, i) =>
+    (r.action === "keep" || r.action === "insert-or-keep") &&
+      n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
+      ? [i]
+      : []
+  );
+  if (lookups.length > 0) {
+    const columns = n.keyColumns.map((c) => inputColumn(n, c, "match"));
+    steps.push({
+      kind: "lookup",
+      node: n.id,
+      rows: lookups,
+      columns,
+      sql: lookupStatement(n, columns),
+    });
+  }
+  return steps;
+}
+
+/**
+ * The deletes of a merge/merge-new incoming node: existing children of the parent rows that may
+ * already exist (updated, kept or upserted; identified by values known before execution) and whose
+ * payload carries this join, except the rows the payload of this node carries by key (anywhere
+ * under the node, so that a child moved from one parent to another is updated, not deleted).
+ * Updated and kept parents are matched by their key, upserted ones by their conflict columns:
+ * at most two statements.
+ */
+function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
+  if (!n.written || (n.mode !== "merge" && n.mode !== "merge-new")) return [];
+  if (n.join?.direction !== "incoming" || n.parent === null) return [];
+  const parent = ctx.nodes[n.parent];
+  if (!parent.written) return [];
+  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.values.get(c) != null);
+  const byKey: PlanRow[] = [];
+  const byConflict: PlanRow[] = [];
+  for (const row of parent.rows) {
+    if (!row.present.has(n.id)) continue;
+    // A parent row being inserted has no children yet; one identified only at run time neither
+    // (its key comes from a row inserted by this write).
+    if (row.action === "update" || row.action === "keep") {
+      if (known(row, parent.keyColumns)) byKey.push(row);
+    } else if (row.action === "upsert" || row.action === "insert-or-keep") {
+      if (known(row, parent.conflictColumns)) byConflict.push(row);
+    }
+  }
+  if (byKey.length === 0 && byConflict.length === 0) return [];
+  const q = n.query;
+  if (q.where !== null || q.limit !== null || q.offset !== null || q.distinctOn.length > 0) {
+    throw new SvcError(
+      "QUERY_NOT_WRITABLE",
+      `${
+        n.path.join(".")
+      } (${n.table}) is written with write_mode ${n.mode}, which deletes the rows ` +
+        `the payload omits, but its where/limit/offset/distinct_on hides rows from the read: use ` +
+        `write_mode insert or upsert, or drop the filter`,
+      { details: { pointer: q.pointer, relation: n.table } },
+    );
+  }
+  if (!n.relation.deletable) notWritable(n, "deleted from");
+  const keepRows = n.rows.filter((r) => r.action !== "insert" && known(r, n.keyColumns));
+  const keep = keepRows.map((r) => record(n.keyColumns, r.values));
+  const typed = (rel: Relation, cols: string[]) =>
+    cols.map((c) => ({ name: c, type: rel.columnMap.get(c)!.type }));
+  const steps: DeleteStep[] = [];
+  const groups: [PlanRow[], string[]][] = sameCols(parent.keyColumns, parent.conflictColumns)
+    ? [[[...byKey, ...byConflict], parent.keyColumns]]
+    : [[byKey, parent.keyColumns], [byConflict, parent.conflictColumns]];
+  for (const [rows, match] of groups) {
+    if (rows.length === 0) continue;
+    const parents = rows.map((r) => record(match, r.values));
+    const sql = deleteStatement(
+      n,
+      parent,
+      typed(parent.relation, match),
+      typed(n.relation, n.keyColumns),
+    );
+    steps.push({
+      kind: "delete",
+      node: n.id,
+      sql,
+      params: [JSON.stringify(parents), JSON.stringify(keep)],
+    });
+  }
+  return steps;
+}
+
+function sameCols(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((c) => b.includes(c));
+}
+
+function record(cols: string[], values: Map<string, JsonValue>): Record<string, JsonValue> {
+  const o: Record<string, JsonValue> = Object.create(null);
+  for (const c of cols) o[c] = values.get(c) ?? null;
+  return o;
+}

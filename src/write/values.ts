@@ -1,0 +1,139 @@
+/**
+ * Column values of a write: pre-validation of payload values against the introspected column
+ * types (so that obvious mismatches become a QUERY_INVALID naming the column instead of a
+ * database error), and the conversion of values read back from the database as text.
+ * Pure: no I/O.
+ */
+import type { Column } from "../db/schema.ts";
+import { invalid } from "../errors.ts";
+
+/** A JSON value as found in a write payload. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | {
+  [key: string]: JsonValue;
+};
+
+const INT_RANGE: Record<string, [number, number]> = {
+  smallint: [-32768, 32767],
+  integer: [-2147483648, 2147483647],
+  bigint: [Number.MIN_SAFE_INTEGER * 1024, Number.MAX_SAFE_INTEGER * 1024],
+};
+const NUMERIC_TEXT = /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i;
+const INTEGER_TEXT = /^\s*[+-]?\d+\s*$/;
+const SPECIAL_FLOAT = /^\s*([+-]?infinity|nan)\s*$/i;
+
+/** Whether `v` is a plain JSON object (not null, not an array). */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Whether `v` is made only of JSON values (what `JSON.parse` can produce). */
+export function isJson(v: unknown, depth = 0): v is JsonValue {
+  if (depth > 512) return false;
+  if (v === null || typeof v === "string" || typeof v === "boolean") return true;
+  if (typeof v === "number") return Number.isFinite(v);
+  if (Array.isArray(v)) return v.every((x) => isJson(x, depth + 1));
+  if (isObject(v)) return Object.keys(v).every((k) => isJson(v[k], depth + 1));
+  return false;
+}
+
+/**
+ * Checks a payload value for `col` of relation `table` (`schema.name`); throws QUERY_INVALID with
+ * `pointer` for an obvious mismatch: a value that is not JSON, null for a NOT NULL column, an
+ * object or array for a scalar column, a string that is no number for a numeric column, a
+ * fraction or out-of-range number for an integer column, a number for a date/time column.
+ * Anything subtler (an unknown enum label, a malformed date, a too-long string) is left to the
+ * database, whose 22xxx error the HTTP layer maps to 400.
+ */
+export function checkValue(table: string, col: Column, v: unknown, pointer: string): void {
+  const fail = (what: string): never => {
+    throw invalid(
+      pointer,
+      `column "${col.name}" of ${table} (${col.type}) expects ${what}, got ${describe(v)}`,
+    );
+  };
+  if (!isJson(v)) fail("a JSON value");
+  if (v === null) {
+    if (!col.nullable) {
+      throw invalid(pointer, `column "${col.name}" of ${table} cannot be null`);
+    }
+    return;
+  }
+  const type = col.type;
+  if (type === "json" || type === "jsonb") return;
+  if (col.category === "A") {
+    if (Array.isArray(v) || typeof v === "string") return;
+    fail("an array");
+  }
+  if (col.category === "C") {
+    if (isObject(v) || typeof v === "string") return;
+    fail("an object");
+  }
+  if (typeof v === "object") fail("a scalar");
+  switch (col.category) {
+    case "N": {
+      const range = INT_RANGE[type];
+      if (typeof v === "number") {
+        if (range && (!Number.isInteger(v) || v < range[0] || v > range[1])) {
+          fail(`an integer between ${range[0]} and ${range[1]}`);
+        }
+        return;
+      }
+      if (typeof v === "string") {
+        if (range ? INTEGER_TEXT.test(v) : NUMERIC_TEXT.test(v) || SPECIAL_FLOAT.test(v)) return;
+      }
+      return fail(range ? "an integer" : "a number");
+    }
+    case "B":
+      if (typeof v === "boolean" || typeof v === "string") return;
+      return fail("a boolean");
+    case "D":
+    case "T":
+    case "E":
+      if (typeof v === "string") return;
+      return fail("a string");
+    default:
+      return;
+  }
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object") return "an object";
+  if (typeof v === "string") {
+    return `the string ${JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v)}`;
+  }
+  if (typeof v === "number") return `the number ${v}`;
+  return `${typeof v} ${String(v)}`;
+}
+
+/**
+ * Converts a value the database returned as text (`col::text`) into the JSON value a reader of
+ * the same column gets: numbers for integer and float columns (bigint only while exact), booleans
+ * for boolean columns, the text itself otherwise (numeric stays a string: it is exact).
+ */
+export function fromText(col: Column, text: unknown): JsonValue {
+  if (text === null || text === undefined) return null;
+  const s = String(text);
+  switch (col.type) {
+    case "smallint":
+    case "integer":
+    case "real":
+    case "double precision":
+    case "oid":
+      return Number(s);
+    case "bigint": {
+      const n = Number(s);
+      return Number.isSafeInteger(n) ? n : s;
+    }
+    case "boolean":
+      return s === "true" || s === "t";
+    default:
+      return s;
+  }
+}
+
+/** A stable text form of a JSON value, used to compare key tuples (5 and "5" are the same key). */
+export function keyText(values: (JsonValue | undefined)[]): string {
+  return JSON.stringify(values.map((v) => (typeof v === "number" ? String(v) : v ?? null)));
+}
