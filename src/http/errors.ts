@@ -62,6 +62,19 @@ export function statusOfSqlState(code: string, anonymous: boolean): number {
 
 /** Converts any thrown value into a SvcError (keeping database details for dev mode). */
 export function toSvcError(e: unknown, ctx: ErrorContext): SvcError {
+  const err = convert(e, ctx);
+  // A batch element's failure reports its index (DECISIONS.md §2 "Batches").
+  const index = (e as { batchIndex?: number } | null)?.batchIndex;
+  if (index !== undefined && err !== e) {
+    const d = err.details;
+    err.details = d !== null && typeof d === "object" && !Array.isArray(d)
+      ? { ...d, index }
+      : { index };
+  }
+  return err;
+}
+
+function convert(e: unknown, ctx: ErrorContext): SvcError {
   if (e instanceof SvcError) return e;
   if (isPgError(e)) {
     const code = e.code!;

@@ -7,12 +7,15 @@ import postgres from "postgres";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 
-const uri = await chinookDb("reads", `
+const uri = await chinookDb(
+  "reads",
+  `
   create table big (id int primary key, label text not null);
   insert into big select g, 'row ' || g from generate_series(1, 100000) g;
   grant select on big to "~anonymous";
   create function album_title_upper(a album) returns text language sql stable as $$ select upper(a.title) $$;
-`);
+`,
+);
 const srv = await startServer(uri, ["--dev"]);
 const locked = await startServer(uri, []); // allow_* off
 const sql = postgres(uri, { max: 1 });
@@ -20,7 +23,11 @@ const sql = postgres(uri, { max: 1 });
 async function post(body: unknown, s = srv) {
   const res = await s.post("/svc", body);
   const text = await res.text();
-  return { status: res.status, code: res.headers.get("x-svc-errorcode"), body: text ? JSON.parse(text) : null };
+  return {
+    status: res.status,
+    code: res.headers.get("x-svc-errorcode"),
+    body: text ? JSON.parse(text) : null,
+  };
 }
 
 const threeLevel = {
@@ -32,7 +39,14 @@ const threeLevel = {
       relation: "album",
       on: { artist_id: "artist_id" },
       order_by: ["album_id"],
-      join: { tracks: { relation: "track", on: { album_id: "album_id" }, select: ["track_id", "name"], order_by: ["track_id"] } },
+      join: {
+        tracks: {
+          relation: "track",
+          on: { album_id: "album_id" },
+          select: ["track_id", "name"],
+          order_by: ["track_id"],
+        },
+      },
     },
   },
 };
@@ -59,7 +73,13 @@ Deno.test("GET form gives identical JSON to POST", async () => {
     ],
     [
       "relation=track&select=track_id,name&where=and(gte(milliseconds,300000),like(name,'A%25'))&order_by=-milliseconds&limit=5",
-      { relation: "track", select: ["track_id", "name"], where: ["and", [">=", "milliseconds", 300000], ["like", "name", ["A%"]]], order_by: [["desc", "milliseconds"]], limit: 5 },
+      {
+        relation: "track",
+        select: ["track_id", "name"],
+        where: ["and", [">=", "milliseconds", 300000], ["like", "name", ["A%"]]],
+        order_by: [["desc", "milliseconds"]],
+        limit: 5,
+      },
     ],
     [
       "relation=genre&where=in(genre_id,1,2,3)&select=own",
@@ -77,17 +97,33 @@ Deno.test("operators: like/ilike/in/between/is_not_null/@> and a computed field"
   const r = await post({
     relation: "track",
     select: ["track_id"],
-    where: ["and", ["ilike", "name", ["%love%"]], ["between", 200000, "milliseconds", 300000], ["is_not_null", "composer"],
-      ["in", "genre_id", 1, 3]],
+    where: ["and", ["ilike", "name", ["%love%"]], ["between", 200000, "milliseconds", 300000], [
+      "is_not_null",
+      "composer",
+    ], ["in", "genre_id", 1, 3]],
     order_by: ["track_id"],
   });
   assert.equal(r.status, 200);
-  const ref = await sql`select track_id from track where name ilike '%love%' and milliseconds between 200000 and 300000
+  const ref =
+    await sql`select track_id from track where name ilike '%love%' and milliseconds between 200000 and 300000
     and composer is not null and genre_id in (1,3) order by track_id`;
   assert.deepEqual(r.body, ref.map((x) => ({ track_id: x.track_id })));
-  const c = await post({ relation: "album", select: ["album_id", "album_title_upper"], where: ["=", "album_id", 1] });
-  assert.deepEqual(c.body, [{ album_id: 1, album_title_upper: "FOR THOSE ABOUT TO ROCK WE SALUTE YOU" }]);
-  const arr = await post({ relation: "album", select: ["album_id"], where: ["@>", ["arr", "album_id", "artist_id"], ["arr", 1]], order_by: ["album_id"], limit: 2 });
+  const c = await post({
+    relation: "album",
+    select: ["album_id", "album_title_upper"],
+    where: ["=", "album_id", 1],
+  });
+  assert.deepEqual(c.body, [{
+    album_id: 1,
+    album_title_upper: "FOR THOSE ABOUT TO ROCK WE SALUTE YOU",
+  }]);
+  const arr = await post({
+    relation: "album",
+    select: ["album_id"],
+    where: ["@>", ["arr", "album_id", "artist_id"], ["arr", 1]],
+    order_by: ["album_id"],
+    limit: 2,
+  });
   assert.deepEqual(arr.body, [{ album_id: 1 }, { album_id: 4 }]);
 });
 
@@ -97,11 +133,19 @@ Deno.test("joins: outward to two parents, self-join both ways, agg with and with
     where: ["=", "invoice_line_id", 1],
     select: ["invoice_line_id", "invoice", "track"],
     join: {
-      invoice: { relation: "invoice", on: { invoice_id: "invoice_id" }, select: ["invoice_id", "total"] },
+      invoice: {
+        relation: "invoice",
+        on: { invoice_id: "invoice_id" },
+        select: ["invoice_id", "total"],
+      },
       track: { relation: "track", on: { track_id: "track_id" }, select: ["name"] },
     },
   });
-  assert.deepEqual(il.body, [{ invoice_line_id: 1, invoice: { invoice_id: 1, total: 1.98 }, track: { name: "Balls to the Wall" } }]);
+  assert.deepEqual(il.body, [{
+    invoice_line_id: 1,
+    invoice: { invoice_id: 1, total: 1.98 },
+    track: { name: "Balls to the Wall" },
+  }]);
   const emp = await post({
     relation: "employee",
     alias: "e",
@@ -109,10 +153,19 @@ Deno.test("joins: outward to two parents, self-join both ways, agg with and with
     select: ["employee_id", "manager", "reports"],
     join: {
       manager: { relation: "employee", on: { employee_id: "reports_to" }, select: ["employee_id"] },
-      reports: { relation: "employee", on: { reports_to: "employee_id" }, select: ["employee_id"], order_by: ["employee_id"] },
+      reports: {
+        relation: "employee",
+        on: { reports_to: "employee_id" },
+        select: ["employee_id"],
+        order_by: ["employee_id"],
+      },
     },
   });
-  assert.deepEqual(emp.body, [{ employee_id: 2, manager: { employee_id: 1 }, reports: [{ employee_id: 3 }, { employee_id: 4 }, { employee_id: 5 }] }]);
+  assert.deepEqual(emp.body, [{
+    employee_id: 2,
+    manager: { employee_id: 1 },
+    reports: [{ employee_id: 3 }, { employee_id: 4 }, { employee_id: 5 }],
+  }]);
   const top = await post({
     relation: "employee",
     where: ["=", "employee_id", 1],
@@ -123,16 +176,40 @@ Deno.test("joins: outward to two parents, self-join both ways, agg with and with
   const agg = await post({
     relation: "album",
     where: ["=", "album_id", 1],
-    select: { id: "album_id", n: ["agg", "count", ["tracks"]], long: ["agg", "count", ["tracks"], [">", "milliseconds", 300000]] },
+    select: {
+      id: "album_id",
+      n: ["agg", "count", ["tracks"]],
+      long: ["agg", "count", ["tracks"], [">", "milliseconds", 300000]],
+    },
     join: { tracks: { relation: "track", on: { album_id: "album_id" } } },
   });
   assert.deepEqual(agg.body, [{ id: 1, n: 10, long: 1 }]);
-  const d = await post({ relation: "track", select: ["genre_id", "track_id"], distinct_on: ["genre_id"], order_by: ["genre_id", "track_id"], limit: 3 });
-  assert.deepEqual(d.body, [{ genre_id: 1, track_id: 1 }, { genre_id: 2, track_id: 63 }, { genre_id: 3, track_id: 77 }]);
+  const d = await post({
+    relation: "track",
+    select: ["genre_id", "track_id"],
+    distinct_on: ["genre_id"],
+    order_by: ["genre_id", "track_id"],
+    limit: 3,
+  });
+  assert.deepEqual(d.body, [{ genre_id: 1, track_id: 1 }, { genre_id: 2, track_id: 63 }, {
+    genre_id: 3,
+    track_id: 77,
+  }]);
 });
 
 Deno.test("ComplexQuery: count with offset/limit echo, sql, query_plan, returns none, rollback", async () => {
-  const r = await post({ query: { relation: "album", where: ["=", "artist_id", 90], limit: 2, offset: 1, order_by: ["album_id"] }, count: true, sql: true, query_plan: true });
+  const r = await post({
+    query: {
+      relation: "album",
+      where: ["=", "artist_id", 90],
+      limit: 2,
+      offset: 1,
+      order_by: ["album_id"],
+    },
+    count: true,
+    sql: true,
+    query_plan: true,
+  });
   assert.equal(r.status, 200);
   assert.equal(r.body.count, 21);
   assert.equal(r.body.offset, 1);
@@ -156,7 +233,16 @@ Deno.test("ComplexQuery errors and gates", async () => {
     [{ query: { relation: "genre" }, returns: "none" }, "QUERY_UNSUPPORTED_RETURNS", 400],
     [{ query: { relation: "genre" }, data: [], count: true }, "QUERY_COUNT_IS_READ_ONLY", 400],
     [{ query: { relation: "genre" }, stats: true }, "QUERY_STATS_IS_WRITE_ONLY", 400],
-    [{ query: { relation: "genre", select: ["genre_id", "name"] }, data: [], stats: true, query_plan: true }, "QUERY_STATS_QUERY_PLAN_CONFLICT", 400],
+    [
+      {
+        query: { relation: "genre", select: ["genre_id", "name"] },
+        data: [],
+        stats: true,
+        query_plan: true,
+      },
+      "QUERY_STATS_QUERY_PLAN_CONFLICT",
+      400,
+    ],
   ];
   for (const [body, code, status] of cases) {
     const r = await post(body);
@@ -167,7 +253,12 @@ Deno.test("ComplexQuery errors and gates", async () => {
   const rb = await post({ query: { relation: "genre" }, rollback: true }, locked);
   assert.equal(rb.status, 403);
   assert.equal(rb.code, "QUERY_ROLLBACK_NOT_GRANTED");
-  const gated = await post({ query: { relation: "genre", limit: 2 }, count: true, sql: true, query_plan: true }, locked);
+  const gated = await post({
+    query: { relation: "genre", limit: 2 },
+    count: true,
+    sql: true,
+    query_plan: true,
+  }, locked);
   assert.equal(gated.status, 200);
   assert.equal(gated.body.count, undefined);
   assert.deepEqual(gated.body.sql, []);
@@ -193,9 +284,19 @@ Deno.test("bad input: code, status and JSON pointer, never a 500", async () => {
     [{ relation: "pg_class", schema: "pg_catalog" }, "QUERY_UNKNOWN_RELATION", 404, null],
     [{ relation: "album", select: ["nope"] }, "QUERY_UNKNOWN_COLUMN", 400, "/select/0"],
     [{ relation: "album", where: ["=", "title"] }, "QUERY_INVALID", 400, "/where"],
-    [{ relation: "album", join: { a: { relation: "track", on: { name: "title" } } } }, "QUERY_BAD_JOIN", 400, "/join/a/on"],
+    [
+      { relation: "album", join: { a: { relation: "track", on: { name: "title" } } } },
+      "QUERY_BAD_JOIN",
+      400,
+      "/join/a/on",
+    ],
     [{ function: "pg_sleep", arguments: [1] }, "QUERY_UNKNOWN_RELATION", 404, null],
-    [{ relation: "track", distinct_on: ["genre_id"], order_by: ["track_id"] }, "QUERY_DISTINCT_ON_NOT_PREFIX", 400, null],
+    [
+      { relation: "track", distinct_on: ["genre_id"], order_by: ["track_id"] },
+      "QUERY_DISTINCT_ON_NOT_PREFIX",
+      400,
+      null,
+    ],
   ];
   for (const [body, code, status, pointer] of cases) {
     const r = await post(body);
@@ -206,7 +307,10 @@ Deno.test("bad input: code, status and JSON pointer, never a 500", async () => {
   let deep: Record<string, unknown> = { relation: "employee" };
   const root = deep;
   for (let i = 0; i < 8; i++) {
-    const child: Record<string, unknown> = { relation: "employee", on: { reports_to: "employee_id" } };
+    const child: Record<string, unknown> = {
+      relation: "employee",
+      on: { reports_to: "employee_id" },
+    };
     deep.join = { r: child };
     deep = child;
   }
@@ -216,7 +320,10 @@ Deno.test("bad input: code, status and JSON pointer, never a 500", async () => {
 });
 
 Deno.test("batches run in one transaction; the first error reports its index", async () => {
-  const ok = await post([{ relation: "genre", limit: 1 }, { query: { relation: "media_type", limit: 1 }, count: true }]);
+  const ok = await post([{ relation: "genre", limit: 1 }, {
+    query: { relation: "media_type", limit: 1 },
+    count: true,
+  }]);
   assert.equal(ok.status, 200);
   assert.deepEqual(ok.body[0], [{ genre_id: 1, name: "Rock" }]);
   assert.equal(ok.body[1].count, 5);
