@@ -2,7 +2,7 @@
  * svc entry point: load configuration, start serving, load the schema (retrying until the
  * database answers), reload on SIGUSR1, shut down gracefully on SIGTERM/SIGINT.
  */
-import { type Config, ConfigError, connectionString, loadConfig } from "./src/config/load.ts";
+import { type Config, ConfigError, connectionString, loadConfigAsync } from "./src/config/load.ts";
 import { configureLogging, log } from "./src/log.ts";
 import { loadSecret, SecretError } from "./src/auth/secret.ts";
 import { Sessions } from "./src/auth/session.ts";
@@ -71,7 +71,7 @@ export async function start(cfg: Config): Promise<Server> {
 if (import.meta.main) {
   let cfg: Config;
   try {
-    cfg = loadConfig();
+    cfg = await loadConfigAsync();
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(`svc: configuration error: ${e.message}`);

@@ -3,7 +3,7 @@
  * or config file), it starts a private PostgreSQL cluster, loads the Chinook demo with its roles
  * (`~anonymous` reads, `app_user` writes) and removes the cluster on exit.
  */
-import { loadConfig } from "../src/config/load.ts";
+import { loadConfigAsync } from "../src/config/load.ts";
 import { loadChinook, startCluster } from "../src/db/cluster.ts";
 import { start } from "../main.ts";
 
@@ -30,7 +30,7 @@ if (!configured) {
   defaults.push(`--pg.uri=${uri}`);
   console.log(`svc dev: database ready at ${uri}`);
 }
-const cfg = loadConfig({ args: [...defaults, ...args], env });
+const cfg = await loadConfigAsync({ args: [...defaults, ...args], env });
 const server = await start(cfg);
 for (const sig of ["SIGTERM", "SIGINT"] as const) {
   Deno.addSignalListener(sig, async () => {

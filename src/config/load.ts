@@ -4,7 +4,7 @@
  * key table (src/config/keys.ts); errors name the key, the source and what was expected.
  */
 import { parse as parseToml } from "smol-toml";
-import { parse as parseYaml } from "yaml";
+import { loadYaml, parseYaml } from "./yaml.ts";
 import { parse as parseHuml } from "./huml.ts";
 import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
 
@@ -186,7 +186,22 @@ function envToKey(name: string): string {
   return name.slice(4).split("__").join(".").toLowerCase();
 }
 
-/** Loads, merges and validates configuration. Throws ConfigError on any problem. */
+/**
+ * Loads configuration like `loadConfig`, first loading the YAML parser when the config file is
+ * YAML (the parser is loaded lazily to keep start-up fast).
+ */
+export async function loadConfigAsync(input: LoadInput = {}): Promise<Config> {
+  const args = input.args ?? Deno.args;
+  const env = input.env ?? Deno.env.toObject();
+  const path = parseFlags(args).find(([k]) => k === "config")?.[1] ?? env.SVC_CONFIG;
+  if (path && /\.ya?ml$/i.test(path)) await loadYaml();
+  return loadConfig({ args, env });
+}
+
+/**
+ * Loads, merges and validates configuration. Throws ConfigError on any problem. A YAML config
+ * file needs `loadYaml()` first (or use `loadConfigAsync`).
+ */
 export function loadConfig(input: LoadInput = {}): Config {
   const args = input.args ?? Deno.args;
   const env = input.env ?? Deno.env.toObject();

@@ -27,7 +27,7 @@
  *
  * @module
  */
-import { parse as parseYaml } from "yaml";
+import { loadYaml, parseYaml } from "../config/yaml.ts";
 import { parse as parseHuml } from "../config/huml.ts";
 import { parseQuery } from "../compile/parse.ts";
 import type { Schema } from "../db/schema.ts";
@@ -291,6 +291,7 @@ async function readDefinitions(file: string, warnings: LoadWarning[]): Promise<F
   try {
     let text = await Deno.readTextFile(file);
     if (text.startsWith("\uFEFF")) text = text.slice(1);
+    if (/\.ya?ml$/i.test(file)) await loadYaml();
     value = PARSERS[extension(file)](text);
   } catch (e) {
     // The first line only: YAML errors append a multi-line excerpt of the file.

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { ConfigError, connectionString, loadConfig } from "../../src/config/load.ts";
 import { KEYS } from "../../src/config/keys.ts";
+import { loadYaml } from "../../src/config/yaml.ts";
+
+await loadYaml();
 
 const dir = await Deno.makeTempDir({ prefix: "svc-cfg-" });
 
