@@ -5,7 +5,7 @@
  * node in the request.
  */
 import type { Column, ComputedField, Func, FunctionArg, Relation, Schema } from "../db/schema.ts";
-import { findFunctions, findRelation } from "../db/schema.ts";
+import { canExecute, canSelect, findFunctions, findRelation } from "../db/schema.ts";
 import { invalid, SvcError } from "../errors.ts";
 import type {
   Expr,
@@ -25,6 +25,11 @@ export interface ParseOptions {
   params?: Record<string, { cast?: string }> | null;
   /** JSON pointer of the tree inside the request body (prefix of every error pointer). */
   pointer?: string;
+  /**
+   * The request's role: when given, relations it may not SELECT and functions it may not
+   * EXECUTE are reported as unknown (QUERY_UNKNOWN_RELATION), as if absent.
+   */
+  role?: string;
 }
 
 const ROOT_FIELDS = new Set([
@@ -140,7 +145,7 @@ interface Ctx {
   opts: ParseOptions;
   /** Next sqlAlias number. */
   next: number;
-  /** Composite type (OID) of field expressions, for nested `.` access. */
+  /** The composite field (Column) behind each field expression, for nested `.` access. */
   fieldColumns: WeakMap<Expr, Column>;
 }
 
@@ -246,7 +251,8 @@ function parseSource(
       throw invalid(ptr(pointer, "arguments"), "arguments are only allowed with function");
     }
     const relation = findRelation(ctx.schema, relName, ns);
-    if (!relation) {
+    const role = ctx.opts.role;
+    if (!relation || (role !== undefined && !canSelect(ctx.schema, role, relation))) {
       throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown relation '${relName}'`, {
         details: { pointer: ptr(pointer, "relation") },
       });
@@ -269,7 +275,9 @@ function parseFunctionSource(
   fnName: string,
   ns: string | undefined,
 ): Source {
-  const candidates = findFunctions(ctx.schema, fnName, ns);
+  const role = ctx.opts.role;
+  const candidates = findFunctions(ctx.schema, fnName, ns)
+    .filter((f) => role === undefined || canExecute(ctx.schema, role, f));
   if (candidates.length === 0) {
     throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown function '${fnName}'`, {
       details: { pointer: ptr(pointer, "function") },

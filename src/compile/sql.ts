@@ -22,6 +22,8 @@ import type {
 } from "./ast.ts";
 import { argumentOf, sourceColumns } from "./parse.ts";
 
+/** The wire protocol's limit on bind parameters per statement. */
+const MAX_PARAMS = 65535;
 /** json_build_object takes at most 100 arguments; wider objects use json_object_agg. */
 const MAX_BUILD_PAIRS = 50;
 
@@ -115,6 +117,11 @@ class Compiler {
   }
 
   statement(sql: string): Statement {
+    if (this.params.length > MAX_PARAMS) {
+      throw new SvcError("QUERY_INVALID", "query too large (too many values)", {
+        details: { pointer: "" },
+      });
+    }
     return { sql, params: this.params };
   }
 
@@ -130,6 +137,7 @@ class Compiler {
 
   rootKeysSelect(node: RelationNode, opts: CompileOptions): string {
     const keys = opts.rootKeys!;
+    if (keys.columns.length === 0) throw new SvcError("INTERNAL", "rootKeys without columns");
     const cols = sourceColumns(node.source);
     const arrays = keys.columns.map((name, i) => {
       const col = cols.find((c) => c.name === name);
@@ -141,7 +149,7 @@ class Compiler {
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
     return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} ` +
       `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
-      `ON ${on.join(" AND ") || "true"} ORDER BY "k"."ord"`;
+      `ON ${on.join(" AND ")} ORDER BY "k"."ord"`;
   }
 
   countSelect(node: RelationNode): Statement {

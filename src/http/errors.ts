@@ -53,6 +53,8 @@ export function statusOfSqlState(code: string, anonymous: boolean): number {
   if (code === "23505" || code === "23503") return 409;
   if (code === "23502" || code === "23514") return 400;
   if (code.startsWith("22")) return 400;
+  // Operand types that do not fit (e.g. comparing text with a number), writing a generated column.
+  if (["42883", "42804", "42846", "42725", "428C9"].includes(code)) return 400;
   if (code === "P0001") return 400;
   if (code === "40001" || code === "40P01") return 503;
   if (code === "57014") return 504;

@@ -59,10 +59,14 @@ function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolve
       }
     }
     const wk = ctx.state.wellknown.get(name);
-    return { node: wk.node, params: resolveParams(wk, query.params ?? {}) };
+    return { node: wk.node, params: resolveParams(wk, query.params ?? {}, pointer) };
   }
   return {
-    node: parseQuery(ctx.state.schema, query, { maxDepth: ctx.cfg.pg.query.max_depth, pointer }),
+    node: parseQuery(ctx.state.schema, query, {
+      maxDepth: ctx.cfg.pg.query.max_depth,
+      pointer,
+      role: ctx.who.role,
+    }),
   };
 }
 

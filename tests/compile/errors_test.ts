@@ -209,6 +209,22 @@ Deno.test("QUERY_UNKNOWN_RELATION: unknown, wrong schema, unknown function, blac
   );
 });
 
+Deno.test("QUERY_UNKNOWN_RELATION: relations and functions not visible to the role", () => {
+  // ~anonymous was granted SELECT on Chinook's tables before the fixture's tables existed.
+  const role = "~anonymous";
+  assert.equal(parseQuery(schema, { relation: "artist" }, { maxDepth: 6, role }).name, "artist");
+  fails({ relation: "doc" }, "QUERY_UNKNOWN_RELATION", "/relation", { role });
+  fails(
+    { relation: "track", join: { docs: { relation: "doc", on: { track_id: "track_id" } } } },
+    "QUERY_UNKNOWN_RELATION",
+    "/join/docs/relation",
+    { role },
+  );
+  fails({ function: "secret_answer" }, "QUERY_UNKNOWN_RELATION", "/function", { role });
+  assert.ok(parseQuery(schema, { function: "secret_answer" }, { maxDepth: 6 }));
+  assert.ok(parseQuery(schema, { function: "answer" }, { maxDepth: 6, role }));
+});
+
 Deno.test("QUERY_UNKNOWN_COLUMN: where, select, on, '.', agg, set, on_conflict, composite field", () => {
   fails({ relation: "artist", where: ["=", "nope", 1] }, "QUERY_UNKNOWN_COLUMN", "/where/1");
   fails({ relation: "artist", select: ["nope"] }, "QUERY_UNKNOWN_COLUMN", "/select/0");
@@ -368,6 +384,17 @@ Deno.test("named arguments pick an overload; rootKeys with an unknown column is 
   assert.throws(
     () => compileRead(node, { rootKeys: { columns: ["nope"], rows: [[1]] } }),
     (e: unknown) => e instanceof SvcError && e.code === "INTERNAL",
+  );
+});
+
+Deno.test("a query with more values than the protocol allows is QUERY_INVALID", () => {
+  const values = Array.from({ length: 70000 }, (_, i) => i);
+  const node = parseQuery(schema, { relation: "track", where: ["in", "track_id", ...values] }, {
+    maxDepth: 6,
+  });
+  assert.throws(
+    () => compileRead(node),
+    (e: unknown) => e instanceof SvcError && e.code === "QUERY_INVALID",
   );
 });
 

@@ -2,7 +2,7 @@
  * Shared fixture of the compiler tests: Chinook plus an enum, composite types, a document table
  * with a stored generated tsvector, computed fields, set-returning functions and a wide table.
  */
-import postgres from "postgres";
+import type postgres from "postgres";
 import type { Statement } from "../../src/compile/ast.ts";
 
 /** Extra SQL run after Chinook. */
@@ -33,6 +33,8 @@ create function words(d doc) returns setof text language sql immutable
 create function long_tracks(min_ms int) returns table (id int, name text, ms int)
   language sql stable as $$ select track_id, name, milliseconds from track where milliseconds >= min_ms order by track_id $$;
 create function answer() returns int language sql immutable as $$ select 42 $$;
+create function secret_answer() returns int language sql immutable as $$ select 43 $$;
+revoke execute on function secret_answer() from public;
 create function noop() returns void language sql as $$ select $$;
 create function pick(a int) returns int language sql immutable as $$ select a * 2 $$;
 create function pick(b text) returns text language sql immutable as $$ select upper(b) $$;

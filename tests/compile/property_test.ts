@@ -13,7 +13,7 @@ import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import type { CompiledRead, CompileOptions } from "../../src/compile/ast.ts";
 import { SvcError } from "../../src/errors.ts";
-import type { Relation } from "../../src/db/schema.ts";
+import type { Column, Relation } from "../../src/db/schema.ts";
 
 const uri = await chinookDb("props", FIXTURE_SQL);
 const schema = await schemaOf(uri);
@@ -42,6 +42,8 @@ interface Scope {
   composites: [string, string[]][];
   outJoins: { key: string; cols: string[] }[];
   inJoins: { key: string; scope: Scope }[];
+  /** Columns with a literal generator of a fitting type (for comparisons that run). */
+  typed: { name: string; lit: fc.Arbitrary<Json> }[];
 }
 
 const RELATIONS = [
@@ -64,13 +66,40 @@ function baseScope(r: Relation): Scope {
   const composites: [string, string[]][] = r.columns
     .filter((c) => c.compositeOid !== null)
     .map((c) => [c.name, schema.composites.get(c.compositeOid!)!.fields.map((f) => f.name)]);
+  const typed = r.columns.flatMap((c) => {
+    const lit = literalFor(c);
+    return lit ? [{ name: c.name, lit }] : [];
+  });
   return {
     cols: r.columns.map((c) => c.name),
     computed: [...r.computedFields.keys()],
     composites,
     outJoins: [],
     inJoins: [],
+    typed,
   };
+}
+
+/** Literals of a type that fits the column, or null. */
+function literalFor(c: Column): fc.Arbitrary<Json> | null {
+  switch (c.category) {
+    case "N":
+      return fc.oneof(
+        fc.integer({ min: -10, max: 400000 }),
+        fc.double({ min: -10, max: 1000, noNaN: true }),
+      );
+    case "S":
+      return fc.string({ maxLength: 3 }).map((s) => [s]);
+    case "B":
+      return fc.boolean();
+    case "D":
+      return fc.constantFrom(["2009-01-01"], ["2012-06-30 12:00"]);
+    case "E":
+      return fc.constantFrom(["sad"], ["ok"], ["happy"]);
+    case "A":
+      return fc.constantFrom(["arr", ["rock"]], ["{jazz}"]);
+  }
+  return null;
 }
 
 const literal: fc.Arbitrary<Json> = fc.oneof(
@@ -166,6 +195,7 @@ function boolExpr(scope: Scope, depth: number): fc.Arbitrary<Json> {
   const v = leaf(scope);
   const base: fc.Arbitrary<Json>[] = [
     fc.tuple(fc.constantFrom(...COMPARE), v, v).map(([o, a, b]) => [o, a, b]),
+    ...(scope.typed.length ? [typedCompare(scope)] : []),
     fc.tuple(fc.constantFrom("is_null", "is_not_null"), v).map(([o, a]) => [o, a]),
     fc.tuple(fc.constantFrom("in", "not_in"), v, fc.array(v, { minLength: 1, maxLength: 3 }))
       .map(([o, a, xs]) => [o, a, ...xs]),
@@ -182,6 +212,18 @@ function boolExpr(scope: Scope, depth: number): fc.Arbitrary<Json> {
     fc.tuple(fc.constantFrom("and", "or"), fc.array(sub, { minLength: 1, maxLength: 3 }))
       .map(([o, xs]) => [o, ...xs]),
     sub.map((a) => ["not", a]),
+  );
+}
+
+/** A comparison of a column with a literal of its type (most of these run without error). */
+function typedCompare(scope: Scope): fc.Arbitrary<Json> {
+  return fc.constantFrom(...scope.typed).chain((t) =>
+    fc.oneof(
+      fc.tuple(fc.constantFrom("=", "<>", "<", ">=", "is_distinct_from"), t.lit)
+        .map(([op, v]) => [op, t.name, v]),
+      fc.array(t.lit, { minLength: 1, maxLength: 3 }).map((vs) => ["in", t.name, ...vs]),
+      fc.tuple(t.lit, t.lit).map(([lo, hi]) => ["between", lo, t.name, hi]),
+    )
   );
 }
 
@@ -302,6 +344,7 @@ const functionTrees: fc.Arbitrary<Tree> = fc.oneof(
       composites: [],
       outJoins: [],
       inJoins: [],
+      typed: [{ name: "ms", lit: fc.integer({ min: 0, max: 2000000 }) }],
     };
     return fc.record({ where: boolExpr(scope, 1), order: orderAndDistinct(scope) }, {
       requiredKeys: [],
@@ -495,7 +538,7 @@ async function execute(
   for (const st of stmts) {
     try {
       await sql.begin("read only", async (tx) => {
-        await tx.unsafe("set local statement_timeout = '3s'");
+        await tx.unsafe("set local statement_timeout = '1s'");
         const rows = await tx.unsafe(st.sql, st.params as never[]);
         for (const r of rows) if ("j" in r) assert.equal(typeof r.j, "object");
       });

@@ -199,23 +199,34 @@ Deno.test("anonymous role missing: 401 AUTH_ANONYMOUS_DISABLED, sessions still w
   }
 });
 
-Deno.test("permission denied: 401 for anonymous, 403 for a session", async () => {
+Deno.test("relations the role cannot see are unknown; permission denied is 401 anonymous, 403 session", async () => {
   await psql(
-    `create table hidden (id int primary key); grant usage on schema public to member;`,
+    `create table hidden (id int primary key); grant select on note to member;`,
     "sessions",
   );
-  const anon = await srv.post("/svc", { relation: "hidden" });
-  // Not visible through the schema cache yet: unknown relation is 404; after reload it is known.
-  await anon.body?.cancel();
   await srv.server.runtime.reload("signal");
   const a = await srv.post("/svc", { relation: "hidden" });
-  assert.equal(a.status, 401);
-  assert.equal(a.headers.get("x-svc-errorcode"), "PG_42501");
+  assert.equal(a.status, 404);
+  assert.equal(a.headers.get("x-svc-errorcode"), "QUERY_UNKNOWN_RELATION");
   await a.body?.cancel();
+  // ~anonymous may read note but not insert: the database says 42501.
+  const w = await srv.post("/svc", {
+    query: { relation: "note", select: ["id", "body"] },
+    data: [{ body: "x" }],
+  });
+  assert.equal(w.status, 401);
+  assert.equal(w.headers.get("x-svc-errorcode"), "PG_42501");
+  await w.body?.cancel();
+  await psql(`grant select on hidden to member;`, "sessions");
+  await srv.server.runtime.reload("signal");
   const t = now();
   const tok = await token({ role: "member", iat: t, exp: t + 1800, auth_time: t });
-  const m = await srv.post("/svc", { relation: "hidden" }, cookie(tok));
+  const m = await srv.post("/svc", {
+    query: { relation: "hidden", select: ["id"] },
+    data: [{ id: 1 }],
+  }, cookie(tok));
   assert.equal(m.status, 403);
+  assert.equal(m.headers.get("x-svc-errorcode"), "PG_42501");
   await m.body?.cancel();
 });
 
