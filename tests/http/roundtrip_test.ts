@@ -13,7 +13,7 @@ interface Counters {
   parses: number;
 }
 
-async function proxy(target: number): Promise<{ port: number; counters: Counters; close(): void }> {
+function proxy(target: number): { port: number; counters: Counters; close(): void } {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const counters: Counters = { bursts: 0, executes: 0, parses: 0 };
   const conns: Deno.Conn[] = [];
@@ -79,7 +79,7 @@ async function proxy(target: number): Promise<{ port: number; counters: Counters
 
 Deno.test("a read is one statement in one round trip", async () => {
   const uri = new URL(await chinookDb());
-  const p = await proxy(Number(uri.port));
+  const p = proxy(Number(uri.port));
   uri.port = String(p.port);
   const srv = await startServer(uri.toString(), ["--pg.pool_size=1"]);
   try {
