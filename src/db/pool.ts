@@ -23,6 +23,17 @@ export interface RequestRole {
   role: string;
   /** Session claims, or null when anonymous (set as JSON `null`). */
   claims: Record<string, unknown> | null;
+  /** Aborting it cancels the request's running statement (reload drain timeout, shutdown). */
+  signal?: AbortSignal;
+}
+
+/** Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. */
+function cancellable<Q extends { cancel(): unknown }>(q: Q, signal?: AbortSignal): Q {
+  if (signal) {
+    if (signal.aborted) q.cancel();
+    else signal.addEventListener("abort", () => q.cancel(), { once: true });
+  }
+  return q;
 }
 
 const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)";
@@ -58,9 +69,12 @@ export class Database {
     const tx: RequestTx = {
       conn,
       query: (sql, params, opts) =>
-        conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], {
-          prepare: opts?.prepare ?? true,
-        }) as unknown as Promise<Row[]>,
+        cancellable(
+          conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], {
+            prepare: opts?.prepare ?? true,
+          }),
+          who.signal,
+        ) as unknown as Promise<Row[]>,
     };
     const begin = conn.unsafe("begin").execute();
     const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
@@ -97,8 +111,10 @@ export class Database {
       const begin = conn.unsafe("begin").execute();
       const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
         .execute();
-      const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true })
-        .raw().execute();
+      const q = cancellable(
+        conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
+        who.signal,
+      ).execute();
       const commit = conn.unsafe("commit").execute();
       const settled = await Promise.allSettled([
         begin,
@@ -180,16 +196,18 @@ export async function streamRaw(
   const begin = conn.unsafe("begin").execute();
   const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
     .execute();
-  const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
-    .cursor(batchSize, async (rows: Uint8Array[][]) => {
-      const parts: Uint8Array[] = [];
-      for (const r of rows) {
-        parts.push(first ? OPEN : COMMA, r[0]);
-        first = false;
-      }
-      signal();
-      await writer.write(concat(parts));
-    });
+  const q = cancellable(
+    conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
+    who.signal,
+  ).cursor(batchSize, async (rows: Uint8Array[][]) => {
+    const parts: Uint8Array[] = [];
+    for (const r of rows) {
+      parts.push(first ? OPEN : COMMA, r[0]);
+      first = false;
+    }
+    signal();
+    await writer.write(concat(parts));
+  });
   // Not started yet: Promise.allSettled below starts q, then commit, in this order.
   const commit = conn.unsafe("commit");
   const all = Promise.allSettled([

@@ -47,10 +47,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
       const session = await sessions.resolve(c.req.header("cookie") ?? null);
       c.set("setCookie", session.setCookie);
       if (session.claims) {
-        c.set("who", { role: session.claims.role, claims: session.claims });
+        c.set("who", { role: session.claims.role, claims: session.claims, signal: gate.signal });
         c.set("anonymous", false);
       } else {
-        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null });
+        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal: gate.signal });
       }
       await next();
     } finally {
