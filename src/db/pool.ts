@@ -27,6 +27,19 @@ export interface RequestRole {
   signal?: AbortSignal;
 }
 
+/**
+ * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
+ * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
+ */
+function prelude(conn: postgres.ReservedSql, who: RequestRole): Promise<unknown> {
+  const begin = conn.unsafe("begin").execute();
+  const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
+    .execute();
+  const both = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
+  both.catch(() => {}); // awaited by the caller; never an unhandled rejection
+  return both;
+}
+
 /** Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. */
 function cancellable<Q extends { cancel(): unknown }>(q: Q, signal?: AbortSignal): Q {
   if (signal) {
@@ -61,8 +74,7 @@ export class Database {
 
   /**
    * Runs `body` in a transaction as `who`. `begin` and the role switch are pipelined ahead of the
-   * body's first statement; `commit` is sent as soon as the body's last statement has been issued
-   * when `body` returns a promise of its final statement (see `pipelineCommit`).
+   * body's first statement; `commit` follows the body.
    */
   async transaction<T>(who: RequestRole, body: (tx: RequestTx) => Promise<T>): Promise<T> {
     const conn = await this.sql.reserve();
@@ -76,11 +88,7 @@ export class Database {
           who.signal,
         ) as unknown as Promise<Row[]>,
     };
-    const begin = conn.unsafe("begin").execute();
-    const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
-      .execute();
-    const prelude = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
-    prelude.catch(() => {});
+    const started = prelude(conn, who);
     let ok = false;
     try {
       let result: T;
@@ -88,10 +96,10 @@ export class Database {
         result = await body(tx);
       } catch (e) {
         // A failed role switch is the root cause of whatever failed after it.
-        await prelude;
+        await started;
         throw e;
       }
-      await prelude;
+      await started;
       await conn.unsafe("commit");
       ok = true;
       return result;
@@ -108,22 +116,15 @@ export class Database {
   async readRaw(who: RequestRole, sql: string, params: unknown[]): Promise<Uint8Array[]> {
     const conn = await this.sql.reserve();
     try {
-      const begin = conn.unsafe("begin").execute();
-      const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
-        .execute();
+      const started = prelude(conn, who);
       const q = cancellable(
         conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
         who.signal,
       ).execute();
       const commit = conn.unsafe("commit").execute();
-      const settled = await Promise.allSettled([
-        begin,
-        role.catch((e) => Promise.reject(roleError(e))),
-        q,
-        commit,
-      ]);
+      const settled = await Promise.allSettled([started, q, commit]);
       for (const s of settled) if (s.status === "rejected") throw s.reason;
-      return (settled[2] as PromiseFulfilledResult<Uint8Array[][]>).value.map((r) => r[0]);
+      return (settled[1] as PromiseFulfilledResult<Uint8Array[][]>).value.map((r) => r[0]);
     } finally {
       conn.release();
     }
@@ -193,9 +194,7 @@ export async function streamRaw(
   let first = true;
   let signal!: () => void;
   const started = new Promise<void>((r) => (signal = r));
-  const begin = conn.unsafe("begin").execute();
-  const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
-    .execute();
+  const tx = prelude(conn, who);
   const q = cancellable(
     conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
     who.signal,
@@ -210,12 +209,7 @@ export async function streamRaw(
   });
   // Not started yet: Promise.allSettled below starts q, then commit, in this order.
   const commit = conn.unsafe("commit");
-  const all = Promise.allSettled([
-    begin,
-    role.catch((e) => Promise.reject(roleError(e))),
-    q,
-    commit,
-  ]).then((s) => {
+  const all = Promise.allSettled([tx, q, commit]).then((s) => {
     for (const x of s) if (x.status === "rejected") throw x.reason;
   });
   const finished = all.finally(() => conn.release());
