@@ -109,27 +109,6 @@ export class Database {
     }
   }
 
-  /**
-   * One read in one round trip: begin, role switch, the query (raw rows) and commit, pipelined.
-   * Returns the first column of each row as raw bytes.
-   */
-  async readRaw(who: RequestRole, sql: string, params: unknown[]): Promise<Uint8Array[]> {
-    const conn = await this.sql.reserve();
-    try {
-      const started = prelude(conn, who);
-      const q = cancellable(
-        conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
-        who.signal,
-      ).execute();
-      const commit = conn.unsafe("commit").execute();
-      const settled = await Promise.allSettled([started, q, commit]);
-      for (const s of settled) if (s.status === "rejected") throw s.reason;
-      return (settled[1] as PromiseFulfilledResult<Uint8Array[][]>).value.map((r) => r[0]);
-    } finally {
-      conn.release();
-    }
-  }
-
   /** Whether the database answers. */
   async ping(): Promise<boolean> {
     try {
@@ -173,58 +152,84 @@ export function jsonArray(rows: Uint8Array[]): Uint8Array {
   return concat(parts);
 }
 
+/** Rows fetched per round trip of a read; a first batch smaller than this ends the read. */
+export const FETCH_BATCH = 1000;
+
 /**
- * Streams a read as a JSON array: rows are fetched through a cursor in batches of `batchSize`
- * (each row already a complete JSON text) and written as they come, with backpressure, so memory
- * stays flat. Resolves once the first batch (or the end, or an error) arrives: an error before
- * the first row rejects, so the caller can still answer with an error status.
+ * Runs a read whose rows are JSON texts (first column) and answers a JSON array: begin, the role
+ * switch, `DECLARE` of a cursor over the query and the first `FETCH` are pipelined in one round
+ * trip. When the first batch is short the read is complete: the bytes are returned at once and
+ * the commit is sent off the response's critical path (the connection is released after it).
+ * Otherwise a stream is returned that FETCHes the next batch only when the client has consumed
+ * the previous one (backpressure), so memory stays flat whatever the result's size. Errors before
+ * the first row reject, so the caller can still answer with an error status.
  */
-export async function streamRaw(
+export async function readJson(
   db: Database,
   who: RequestRole,
   sql: string,
   params: unknown[],
-  batchSize = 1000,
-): Promise<ReadableStream<Uint8Array>> {
+  batch = FETCH_BATCH,
+): Promise<Uint8Array | ReadableStream<Uint8Array>> {
   const conn = await db.sql.reserve();
-  const ts = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: 4 }, {
-    highWaterMark: 4,
-  });
-  const writer = ts.writable.getWriter();
-  let first = true;
-  let signal!: () => void;
-  const started = new Promise<void>((r) => (signal = r));
-  const tx = prelude(conn, who);
-  const q = cancellable(
-    conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
+  const started = prelude(conn, who);
+  const declare = cancellable(
+    conn.unsafe(
+      `declare svc_read no scroll cursor for ${sql}`,
+      params as postgres.ParameterOrJSON<never>[],
+      {
+        prepare: true,
+      },
+    ),
     who.signal,
-  ).cursor(batchSize, async (rows: Uint8Array[][]) => {
-    const parts: Uint8Array[] = [];
-    for (const r of rows) {
-      parts.push(first ? OPEN : COMMA, r[0]);
-      first = false;
-    }
-    signal();
-    await writer.write(concat(parts));
-  });
-  // Not started yet: Promise.allSettled below starts q, then commit, in this order.
-  const commit = conn.unsafe("commit");
-  const all = Promise.allSettled([tx, q, commit]).then((s) => {
-    for (const x of s) if (x.status === "rejected") throw x.reason;
-  });
-  const finished = all.finally(() => conn.release());
-  try {
-    await Promise.race([started, finished]);
-  } catch (e) {
-    await writer.abort(e).catch(() => {});
-    throw e;
+  ).execute();
+  const fetchNext = () =>
+    cancellable(
+      conn.unsafe(`fetch ${batch} from svc_read`, [], { prepare: true }).raw(),
+      who.signal,
+    )
+      .execute() as unknown as Promise<Uint8Array[][]>;
+  const first = fetchNext();
+  let done = false;
+  const finish = async (ok: boolean) => {
+    if (done) return;
+    done = true;
+    await conn.unsafe(ok ? "commit" : "rollback").catch(() => {});
+    conn.release();
+  };
+  const settled = await Promise.allSettled([started, declare, first]);
+  const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
+  if (failed) {
+    await finish(false);
+    throw failed.reason;
   }
-  finished.then(
-    async () => {
-      await writer.write(first ? concat([OPEN, CLOSE]) : CLOSE);
-      await writer.close();
+  const rows = (settled[2] as PromiseFulfilledResult<Uint8Array[][]>).value;
+  if (rows.length < batch) {
+    void finish(true);
+    return jsonArray(rows.map((r) => r[0]));
+  }
+  let pending: Uint8Array[][] | null = rows;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const head = pending !== null;
+        const next = pending ?? await fetchNext();
+        pending = null;
+        const parts: Uint8Array[] = [];
+        next.forEach((r, i) => parts.push(head && i === 0 ? OPEN : COMMA, r[0]));
+        if (next.length < batch) {
+          parts.push(CLOSE);
+          controller.enqueue(concat(parts));
+          controller.close();
+          await finish(true);
+        } else controller.enqueue(concat(parts));
+      } catch (e) {
+        controller.error(e);
+        await finish(false);
+      }
     },
-    (e) => writer.abort(e).catch(() => {}),
-  ).catch(() => {});
-  return ts.readable;
+    async cancel() {
+      await finish(false);
+    },
+  }, { highWaterMark: 1 });
 }

@@ -4,15 +4,9 @@
  * request's role → respond. A plain read is streamed straight from PostgreSQL's JSON rows.
  */
 import type { Config } from "../config/load.ts";
-import {
-  type Database,
-  jsonArray,
-  type RequestRole,
-  type RequestTx,
-  streamRaw,
-} from "../db/pool.ts";
+import { type Database, readJson, type RequestRole, type RequestTx } from "../db/pool.ts";
 import { SvcError } from "../errors.ts";
-import type { RelationNode } from "../compile/ast.ts";
+import type { RelationNode, Statement } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
 import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../compile/complex.ts";
@@ -21,9 +15,6 @@ import { planWrite } from "../write/plan.ts";
 import { executeWrite } from "../write/execute.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
-
-/** Rows up to this root limit are fetched in one round trip; larger reads stream via a cursor. */
-const STREAM_THRESHOLD = 1000;
 
 /** What the handler needs per request. */
 export interface SvcContext {
@@ -70,20 +61,19 @@ function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolve
   };
 }
 
-/** Reads the JSON body under `http.max_body_size`; QUERY_INVALID when it is not JSON. */
-export async function readJsonBody(req: Request, maxBytes: number): Promise<unknown> {
+/** Reads the body text under `http.max_body_size` (413 before buffering more than that). */
+export async function readBodyText(req: Request, maxBytes: number): Promise<string> {
+  const tooLarge = () =>
+    new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
   const len = Number(req.headers.get("content-length") ?? "NaN");
-  if (len > maxBytes) {
-    throw new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
-  }
+  if (len > maxBytes) throw tooLarge();
+  if (Number.isFinite(len)) return await req.text(); // the length is known and within bounds
   const chunks: Uint8Array[] = [];
   let n = 0;
   if (req.body) {
     for await (const c of req.body) {
       n += c.length;
-      if (n > maxBytes) {
-        throw new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
-      }
+      if (n > maxBytes) throw tooLarge();
       chunks.push(c);
     }
   }
@@ -93,8 +83,13 @@ export async function readJsonBody(req: Request, maxBytes: number): Promise<unkn
     buf.set(c, o);
     o += c.length;
   }
+  return new TextDecoder().decode(buf);
+}
+
+/** Parses a JSON body; QUERY_INVALID when it is not JSON. */
+export function parseJsonBody(text: string): unknown {
   try {
-    return JSON.parse(new TextDecoder().decode(buf));
+    return JSON.parse(text);
   } catch (e) {
     throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
       details: { pointer: "" },
@@ -102,18 +97,55 @@ export async function readJsonBody(req: Request, maxBytes: number): Promise<unkn
   }
 }
 
+/**
+ * Compiled plain reads by (state, role, request text): a repeated request skips parsing,
+ * validation and SQL generation. Bounded (LRU); emptied when a reload swaps the state.
+ */
+class ReadCache {
+  #state: AppState | null = null;
+  #map = new Map<string, Statement>();
+  constructor(readonly max = 1000) {}
+
+  get(state: AppState, key: string): Statement | undefined {
+    if (state !== this.#state) {
+      this.#state = state;
+      this.#map.clear();
+      return undefined;
+    }
+    const hit = this.#map.get(key);
+    if (hit) {
+      this.#map.delete(key);
+      this.#map.set(key, hit);
+    }
+    return hit;
+  }
+
+  set(key: string, stmt: Statement): void {
+    if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
+    this.#map.set(key, stmt);
+  }
+}
+
+const readCache = new ReadCache();
+/** Requests longer than this are not cached. */
+const CACHE_MAX_KEY = 4096;
+
 function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): Response {
   return new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
 }
 
-/** A plain read answered from raw JSON rows: one round trip, or a cursor stream when large. */
-async function plainRead(ctx: SvcContext, r: Resolved): Promise<Response> {
-  const compiled = compileRead(r.node, { params: r.params });
-  const { sql, params } = compiled.rows;
-  if (r.node.limit !== null && r.node.limit <= STREAM_THRESHOLD) {
-    return jsonResponse(jsonArray(await ctx.db.readRaw(ctx.who, sql, params)));
-  }
-  return jsonResponse(await streamRaw(ctx.db, ctx.who, sql, params));
+/** A plain read answered from raw JSON rows: one round trip, streamed when large. */
+async function plainRead(ctx: SvcContext, r: Resolved, cacheKey?: string): Promise<Response> {
+  const stmt = compileRead(r.node, { params: r.params }).rows;
+  if (cacheKey !== undefined) readCache.set(cacheKey, stmt);
+  return jsonResponse(await readJson(ctx.db, ctx.who, stmt.sql, stmt.params));
+}
+
+/** A cached plain read, when this exact request was compiled before for this role and state. */
+async function cachedRead(ctx: SvcContext, key: string): Promise<Response | undefined> {
+  const stmt = readCache.get(ctx.state, key);
+  if (!stmt) return undefined;
+  return jsonResponse(await readJson(ctx.db, ctx.who, stmt.sql, stmt.params));
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
@@ -193,12 +225,15 @@ async function runOne(
 
 /** POST /svc. */
 export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
-  const body = await readJsonBody(req, ctx.cfg.http.max_body_size);
-  const parsed = parseBody(body);
+  const text = await readBodyText(req, ctx.cfg.http.max_body_size);
+  const key = text.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0P${text}` : undefined;
+  const cached = key === undefined ? undefined : await cachedRead(ctx, key);
+  if (cached) return cached;
+  const parsed = parseBody(parseJsonBody(text));
   if (parsed.kind === "single") {
     const q = parsed.query;
     if (!q.complex && q.data === undefined && !q.rollback) {
-      return plainRead(ctx, resolveQuery(ctx, q.query, ""));
+      return plainRead(ctx, resolveQuery(ctx, q.query, ""), key);
     }
     const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
     return jsonResponse(JSON.stringify(result));
@@ -223,7 +258,10 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
 }
 
 /** GET /svc: the same read from the query string. */
-export function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
+export async function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
+  const key = url.search.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0G${url.search}` : undefined;
+  const cached = key === undefined ? undefined : await cachedRead(ctx, key);
+  if (cached) return cached;
   const g = parseGetQuery(url.searchParams);
   if (g.wellknown !== undefined) {
     return plainRead(
