@@ -156,9 +156,10 @@ export function jsonArray(rows: Uint8Array[]): Uint8Array {
 export const FETCH_BATCH = 1000;
 
 /**
- * Runs a read whose rows are JSON texts (first column) and answers a JSON array: begin, the role
- * switch, `DECLARE` of a cursor over the query and the first `FETCH` are pipelined in one round
- * trip. When the first batch is short the read is complete: the bytes are returned at once and
+ * Runs a read whose rows are JSON texts (first column) and answers a JSON array. A read known to
+ * be small (`opts.small`) is begin, role switch, query and commit pipelined: one round trip.
+ * Otherwise begin, the role switch, `DECLARE` of a cursor over the query and the first `FETCH`
+ * are pipelined in one round trip. When the first batch is short the read is complete: the bytes are returned at once and
  * the commit is sent off the response's critical path (the connection is released after it).
  * Otherwise a stream is returned that FETCHes the next batch only when the client has consumed
  * the previous one (backpressure), so memory stays flat whatever the result's size. Errors before
@@ -169,9 +170,28 @@ export async function readJson(
   who: RequestRole,
   sql: string,
   params: unknown[],
-  batch = FETCH_BATCH,
+  opts: { small?: boolean; batch?: number } = {},
 ): Promise<Uint8Array | ReadableStream<Uint8Array>> {
+  const batch = opts.batch ?? FETCH_BATCH;
   const conn = await db.sql.reserve();
+  if (opts.small) {
+    // Known to fit one batch (limit or unique key): begin, role, query, commit in one burst.
+    try {
+      const started = prelude(conn, who);
+      const q = cancellable(
+        conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
+        who.signal,
+      ).execute();
+      const commit = conn.unsafe("commit").execute();
+      const settled = await Promise.allSettled([started, q, commit]);
+      for (const x of settled) if (x.status === "rejected") throw x.reason;
+      return jsonArray(
+        (settled[1] as PromiseFulfilledResult<Uint8Array[][]>).value.map((r) => r[0]),
+      );
+    } finally {
+      conn.release();
+    }
+  }
   const started = prelude(conn, who);
   const declare = cancellable(
     conn.unsafe(

@@ -4,7 +4,13 @@
  * request's role → respond. A plain read is streamed straight from PostgreSQL's JSON rows.
  */
 import type { Config } from "../config/load.ts";
-import { type Database, readJson, type RequestRole, type RequestTx } from "../db/pool.ts";
+import {
+  type Database,
+  FETCH_BATCH,
+  readJson,
+  type RequestRole,
+  type RequestTx,
+} from "../db/pool.ts";
 import { SvcError } from "../errors.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
@@ -97,16 +103,21 @@ export function parseJsonBody(text: string): unknown {
   }
 }
 
+/** A compiled plain read and whether it fits one fetch batch. */
+interface CachedRead extends Statement {
+  small: boolean;
+}
+
 /**
  * Compiled plain reads by (state, role, request text): a repeated request skips parsing,
  * validation and SQL generation. Bounded (LRU); emptied when a reload swaps the state.
  */
 class ReadCache {
   #state: AppState | null = null;
-  #map = new Map<string, Statement>();
+  #map = new Map<string, CachedRead>();
   constructor(readonly max = 1000) {}
 
-  get(state: AppState, key: string): Statement | undefined {
+  get(state: AppState, key: string): CachedRead | undefined {
     if (state !== this.#state) {
       this.#state = state;
       this.#map.clear();
@@ -120,7 +131,7 @@ class ReadCache {
     return hit;
   }
 
-  set(key: string, stmt: Statement): void {
+  set(key: string, stmt: CachedRead): void {
     if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
     this.#map.set(key, stmt);
   }
@@ -136,16 +147,45 @@ function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): R
 
 /** A plain read answered from raw JSON rows: one round trip, streamed when large. */
 async function plainRead(ctx: SvcContext, r: Resolved, cacheKey?: string): Promise<Response> {
-  const stmt = compileRead(r.node, { params: r.params }).rows;
+  const stmt: CachedRead = {
+    ...compileRead(r.node, { params: r.params }).rows,
+    small: isSmall(r.node),
+  };
   if (cacheKey !== undefined) readCache.set(cacheKey, stmt);
-  return jsonResponse(await readJson(ctx.db, ctx.who, stmt.sql, stmt.params));
+  return jsonResponse(
+    await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }),
+  );
+}
+
+/** Whether a read returns at most one fetch batch: a small limit, or a unique key pinned by `=`. */
+export function isSmall(node: RelationNode): boolean {
+  if (node.limit !== null && node.limit <= FETCH_BATCH) return true;
+  if (node.source.kind !== "relation" || node.where === null || node.distinctOn.length > 0) {
+    return false;
+  }
+  const rel = node.source.relation;
+  const conjuncts = node.where.kind === "op" && node.where.op === "and"
+    ? node.where.args
+    : [node.where];
+  const pinned = new Set<string>();
+  for (const c of conjuncts) {
+    if (c.kind !== "op" || c.op !== "=" || c.args.length !== 2) continue;
+    const [a, b] = c.args;
+    const value = (e: typeof a) => e.kind === "literal" || e.kind === "param";
+    const col = a.kind === "column" && value(b) ? a : b.kind === "column" && value(a) ? b : null;
+    if (col && col.kind === "column" && col.scope === node.sqlAlias) pinned.add(col.column.name);
+  }
+  const keys = rel.primaryKey.length ? [rel.primaryKey, ...rel.unique] : rel.unique;
+  return keys.some((k) => k.length > 0 && k.every((c) => pinned.has(c)));
 }
 
 /** A cached plain read, when this exact request was compiled before for this role and state. */
 async function cachedRead(ctx: SvcContext, key: string): Promise<Response | undefined> {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
-  return jsonResponse(await readJson(ctx.db, ctx.who, stmt.sql, stmt.params));
+  return jsonResponse(
+    await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }),
+  );
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
