@@ -40,16 +40,28 @@ function prelude(conn: postgres.ReservedSql, who: RequestRole): Promise<unknown>
   return both;
 }
 
-/** Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. */
-function cancellable<Q extends { cancel(): unknown }>(q: Q, signal?: AbortSignal): Q {
+const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)";
+
+/**
+ * Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. The listener is removed
+ * once the query settles, so a long request's signal does not keep every finished query (and its
+ * rows) alive. Starts the query (postgres.js queries are lazy): call it in protocol order.
+ */
+function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
+  q: Q,
+  signal?: AbortSignal,
+): Q {
   if (signal) {
     if (signal.aborted) q.cancel();
-    else signal.addEventListener("abort", () => q.cancel(), { once: true });
+    else {
+      const onAbort = () => q.cancel();
+      signal.addEventListener("abort", onAbort, { once: true });
+      const off = () => signal.removeEventListener("abort", onAbort);
+      q.then(off, off);
+    }
   }
   return q;
 }
-
-const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)";
 
 /** A transaction on a reserved connection, with raw access for streaming. */
 export interface RequestTx extends Tx {
@@ -161,8 +173,9 @@ export const FETCH_BATCH = 1000;
  * Otherwise begin, the role switch, `DECLARE` of a cursor over the query and the first `FETCH`
  * are pipelined in one round trip. When the first batch is short the read is complete: the bytes are returned at once and
  * the commit is sent off the response's critical path (the connection is released after it).
- * Otherwise a stream is returned that FETCHes the next batch only when the client has consumed
- * the previous one (backpressure), so memory stays flat whatever the result's size. Errors before
+ * Otherwise a stream is returned that continues with the rest of the cursor in batches, each
+ * written only when the client has consumed the previous ones (backpressure), so memory stays
+ * flat whatever the result's size. Errors before
  * the first row reject, so the caller can still answer with an error status.
  */
 export async function readJson(
@@ -228,28 +241,32 @@ export async function readJson(
     void finish(true);
     return jsonArray(rows.map((r) => r[0]));
   }
-  let pending: Uint8Array[][] | null = rows;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const head = pending !== null;
-        const next = pending ?? await fetchNext();
-        pending = null;
-        const parts: Uint8Array[] = [];
-        next.forEach((r, i) => parts.push(head && i === 0 ? OPEN : COMMA, r[0]));
-        if (next.length < batch) {
-          parts.push(CLOSE);
-          controller.enqueue(concat(parts));
-          controller.close();
-          await finish(true);
-        } else controller.enqueue(concat(parts));
-      } catch (e) {
-        controller.error(e);
-        await finish(false);
-      }
+  // More rows: stream the rest of the cursor through a protocol-level cursor over
+  // `FETCH ALL`, batch by batch, each batch written only when the client has taken the previous
+  // ones (backpressure through the stream's small queue).
+  const ts = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: 4 }, {
+    highWaterMark: 4,
+  });
+  const writer = ts.writable.getWriter();
+  const head: Uint8Array[] = [];
+  rows.forEach((r, i) => head.push(i === 0 ? OPEN : COMMA, r[0]));
+  void writer.write(concat(head)).catch(() => {});
+  const rest = conn.unsafe("fetch all from svc_read", [], { prepare: true }).raw()
+    .cursor(batch, async (more: Uint8Array[][]) => {
+      const parts: Uint8Array[] = [];
+      for (const r of more) parts.push(COMMA, r[0]);
+      await writer.write(concat(parts));
+    }) as unknown as Promise<unknown> & { cancel(): unknown };
+  cancellable(rest, who.signal).then(
+    async () => {
+      await finish(true);
+      await writer.write(CLOSE);
+      await writer.close();
     },
-    async cancel() {
+    async (e) => {
       await finish(false);
+      await writer.abort(e).catch(() => {});
     },
-  }, { highWaterMark: 1 });
+  ).catch(() => {});
+  return ts.readable;
 }

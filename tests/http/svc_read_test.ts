@@ -342,6 +342,24 @@ Deno.test("streams 100,000 rows as one JSON array", async () => {
   assert.deepEqual(empty.body, []);
 });
 
+Deno.test("clients that disconnect mid-stream give their connections back", async () => {
+  for (let i = 0; i < 6; i++) { // more than the pool's 4 connections
+    const ac = new AbortController();
+    const res = await fetch(`${srv.url}/svc`, {
+      method: "POST",
+      body: JSON.stringify({ relation: "big", order_by: ["id"] }),
+      signal: ac.signal,
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    ac.abort();
+    await reader.cancel().catch(() => {});
+  }
+  const r = await post({ relation: "genre", limit: 1 });
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.body, [{ genre_id: 1, name: "Rock" }]);
+});
+
 Deno.test("teardown", async () => {
   await sql.end();
   await srv.stop();
