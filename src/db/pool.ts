@@ -67,6 +67,11 @@ function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
 export interface RequestTx extends Tx {
   /** The reserved connection (for cursors and raw results). */
   conn: postgres.ReservedSql;
+  /**
+   * Sends a statement whose result nobody waits for (a savepoint, its rollback): it is pipelined
+   * ahead of whatever follows, and its failure fails the transaction at commit.
+   */
+  send(sql: string): void;
 }
 
 /** The request pool. */
@@ -90,8 +95,14 @@ export class Database {
    */
   async transaction<T>(who: RequestRole, body: (tx: RequestTx) => Promise<T>): Promise<T> {
     const conn = await this.sql.reserve();
+    const sent: Promise<unknown>[] = [];
     const tx: RequestTx = {
       conn,
+      send(sql) {
+        const q = conn.unsafe(sql).execute();
+        q.catch(() => {}); // reported through `sent` below
+        sent.push(q);
+      },
       query: (sql, params, opts) =>
         cancellable(
           conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], {
@@ -107,12 +118,17 @@ export class Database {
       try {
         result = await body(tx);
       } catch (e) {
-        // A failed role switch is the root cause of whatever failed after it.
+        // A failed role switch, then a failed pipelined statement, is the root cause of whatever
+        // failed after it.
         await started;
-        throw e;
+        const failed = (await Promise.allSettled(sent)).find((x) =>
+          x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02"
+        ) as PromiseRejectedResult | undefined;
+        throw failed ? failed.reason : e;
       }
       await started;
-      await conn.unsafe("commit");
+      const commit = conn.unsafe("commit").execute();
+      await Promise.all([...sent, commit]);
       ok = true;
       return result;
     } finally {

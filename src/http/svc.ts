@@ -226,7 +226,7 @@ async function runOne(
     sql: !!q.sql && allow.allow_sql,
   };
   const out: Record<string, unknown> = {};
-  if (q.rollback) await tx.query("savepoint svc_rollback", [], { prepare: false });
+  if (q.rollback) tx.send("savepoint svc_rollback");
   if (!isWrite) {
     const compiled = compileRead(r.node, { params: r.params, count: want.count });
     const rows = parseRows(await tx.query(compiled.rows.sql, compiled.rows.params));
@@ -259,7 +259,7 @@ async function runOne(
     if (q.sql) out.sql = want.sql ? sqlOut : [];
     if (q.query_plan) out.query_plan = want.plan ? plans : [];
   }
-  if (q.rollback) await tx.query("rollback to savepoint svc_rollback", [], { prepare: false });
+  if (q.rollback) tx.send("rollback to savepoint svc_rollback");
   return q.complex ? out : out.result;
 }
 
