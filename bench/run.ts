@@ -4,12 +4,13 @@
  * 1. starts a private PostgreSQL cluster and loads Chinook scaled ×20 (bench/lib/data.ts);
  * 2. starts svc as a separate process (`deno run -A main.ts`, rollback allowed, a temp
  *    directory holding the bench's well-known query);
- * 3. checks for every case that svc's answer equals the answer of hand-written SQL;
- * 4. drives svc with wrk (installed with apt-get when missing; autocannon as a fallback) at 1,
+ * 3. probes the 100,000-row read one request at a time: first byte, total time, svc's RSS;
+ * 4. checks for every case that svc's answer equals the answer of hand-written SQL;
+ * 5. drives svc with wrk (installed with apt-get when missing; autocannon as a fallback) at 1,
  *    10 and 50 connections, and pgbench with the hand-written SQL inside the same transaction
- *    svc uses (role and claims set per transaction) at the same concurrency;
- * 5. runs the nested read against PostGraphile v5 (npm, in bench/.peer) as a peer;
- * 6. probes the 100,000-row read one request at a time: first byte, total time, svc's RSS;
+ *    svc uses (role and claims set per transaction) at the same concurrency — once as the
+ *    plain script, once pipelined (one round trip, as svc sends it);
+ * 6. runs the nested read against PostGraphile v5 (npm, in bench/.peer) as a peer;
  * 7. writes bench/results/latest.md and bench/results/latest.json.
  *
  * Flags: --duration=10 (s per svc/pgbench/peer run), --pipeline-duration=5 (s per pipelined
@@ -37,10 +38,22 @@ import {
   type HttpRun,
   pgbench,
   type PgbenchResult,
+  type PgbenchRun,
   pgbenchScript,
   wrk,
 } from "./lib/load.ts";
-import { type Child, ensurePeer, readMem, resetPeak, startPeer, startSvc } from "./lib/procs.ts";
+import {
+  busyProcesses,
+  type Child,
+  childrenOf,
+  CpuMonitor,
+  type CpuUse,
+  ensurePeer,
+  readMem,
+  resetPeak,
+  startPeer,
+  startSvc,
+} from "./lib/procs.ts";
 import {
   type BigProbe,
   type CaseResult,
@@ -74,14 +87,15 @@ const POOL = Number(flags.pool);
 const CASE_IDS = flags.cases.split(",");
 const ROLE = "~anonymous";
 const CLAIMS = "null";
+/** Requests of the 100,000-row probe. */
+const PROBE_REQUESTS = 5;
 
 const t0 = performance.now();
 const log = (s: string) =>
   console.error(`[bench ${((performance.now() - t0) / 1000).toFixed(0).padStart(3)}s] ${s}`);
 const problems: string[] = [];
 
-const DATA = new URL("./.data/", import.meta.url).pathname;
-const RUN_DIR = `${DATA}run`;
+const RUN_DIR = new URL("./.data/run", import.meta.url).pathname;
 try {
   Deno.removeSync(RUN_DIR, { recursive: true });
 } catch { /* first run */ }
@@ -104,6 +118,26 @@ Deno.addSignalListener("SIGINT", async () => {
   await cleanup();
   Deno.exit(130);
 });
+
+/** The commit svc was measured at, and whether its sources had uncommitted changes. */
+function svcVersion(): string {
+  const git = (...args: string[]) => {
+    try {
+      const o = new Deno.Command("git", {
+        args,
+        cwd: new URL("..", import.meta.url).pathname,
+        stdout: "piped",
+        stderr: "null",
+      }).outputSync();
+      return o.success ? new TextDecoder().decode(o.stdout).trim() : "";
+    } catch {
+      return "";
+    }
+  };
+  const head = git("rev-parse", "--short", "HEAD") || "unknown";
+  const dirty = git("status", "--porcelain", "--", "main.ts", "src/");
+  return dirty ? `${head} + uncommitted changes in main.ts/src/` : head;
+}
 
 /** Machine facts for the report. */
 function machineInfo(wrkVersion: string | null): Record<string, string | number> {
@@ -149,7 +183,24 @@ async function withPeak<T>(pid: number, fn: () => Promise<T>): Promise<{ value: 
   }
 }
 
-/** POSTs a body to svc; returns status, text and parsed JSON (or null). */
+/** Runs `fn` while measuring CPU use of the server, PostgreSQL and the rest. */
+async function withCpu<T>(
+  serverPid: number | null,
+  postmaster: number,
+  fn: () => Promise<T>,
+): Promise<{ value: T; cpu: CpuUse }> {
+  const mon = new CpuMonitor(serverPid, postmaster);
+  mon.start();
+  try {
+    const value = await fn();
+    return { value, cpu: mon.stop() };
+  } catch (e) {
+    mon.stop();
+    throw e;
+  }
+}
+
+/** POSTs a body; returns status, text and parsed JSON (or null). */
 async function post(
   url: string,
   body: string,
@@ -202,9 +253,12 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
     baseline_rss_mb: baseline,
     peak_rss_mb: baseline,
     growth_mb: 0,
-    peak_method: reset
-      ? "VmHWM (reset through /proc/<pid>/clear_refs before the first request) and VmRSS sampled every 5 ms"
-      : "VmRSS sampled every 5 ms",
+    peak_method:
+      (reset
+        ? "VmHWM (reset through /proc/<pid>/clear_refs right before the first request) and "
+        : "") +
+      "VmRSS sampled every 5 ms; the baseline is svc's VmRSS right before, " +
+      "after startup and a few small requests",
   };
   try {
     for (let i = 0; i < n; i++) {
@@ -217,6 +271,7 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
       const reader = r.body!.getReader();
       let first = true;
       let bytes = 0;
+      let last: Uint8Array | null = null;
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
@@ -225,10 +280,12 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
           first = false;
         }
         bytes += value.length;
+        last = value;
       }
       out.total_ms.push(performance.now() - s);
       out.status.push(r.status);
       out.bytes = bytes;
+      if (last && last[last.length - 1] !== 0x5d) out.status.push(-1); // not ending in "]"
     }
   } finally {
     clearInterval(timer);
@@ -239,13 +296,25 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
   return out;
 }
 
+/** Duration of a load run: the 100,000-row read at 50 connections needs longer to finish any. */
+function durationFor(c: Case, conns: number, base: number): number {
+  return c.id === "big_read" && conns >= 50 ? base * 2 : base;
+}
+
 async function main(): Promise<Report> {
+  const busyAtStart = await busyProcesses(new Set());
+  if (busyAtStart.length) {
+    problems.push(
+      `other processes were using CPU when the bench started (numbers may be skewed; % of a core over 1 s): ${
+        busyAtStart.join(" | ")
+      }`,
+    );
+  }
   const wrkVersion = await ensureWrk(log);
   const useWrk = wrkVersion !== null;
   if (!useWrk) problems.push("wrk could not be installed; autocannon was used instead");
   const pgBin = findPgBin();
   if (!pgBin) throw new Error("PostgreSQL binaries not found");
-  const pgbenchBin = `${pgBin}/pgbench`;
   const wantPeer = !flags["no-peer"];
   if (wantPeer) await ensurePeer(log);
 
@@ -255,6 +324,9 @@ async function main(): Promise<Report> {
   const { uri, counts } = await loadScaledChinook(cluster, "bench", SCALE);
   const pgVersion = (await cluster.psql("\\pset tuples_only on\nselect version();", "bench"))
     .trim();
+  const postmaster = Number(
+    Deno.readTextFileSync(`${cluster.dir}/data/postmaster.pid`).split("\n")[0],
+  );
 
   const wellknownDir = `${RUN_DIR}/wellknown`;
   Deno.mkdirSync(wellknownDir);
@@ -273,21 +345,44 @@ async function main(): Promise<Report> {
     logFile: `${RUN_DIR}/svc.log`,
   });
   const svcUrl = `${svc.url}/svc`;
-  log(`svc pid ${svc.pid} at ${svc.url}; RSS ${readMem(svc.pid).rss_mb.toFixed(1)} MiB`);
+  const svcPid = svc.pid;
+  log(`svc pid ${svcPid} at ${svc.url}; RSS ${readMem(svcPid).rss_mb.toFixed(1)} MiB`);
 
   const sql = postgres(uri, { max: 2, onnotice: () => {} });
   const cases: CaseResult[] = [];
   const pgbenchBase = {
-    pgbench: pgbenchBin,
+    pgbench: `${pgBin}/pgbench`,
     host: "127.0.0.1",
     port: cluster.port,
     user: "postgres",
     database: "bench",
     logDir: `${RUN_DIR}/pgbench`,
   };
+  const selected = CASES.filter((x) => CASE_IDS.includes(x.id));
 
   try {
-    for (const c of CASES.filter((x) => CASE_IDS.includes(x.id))) {
+    // The 100,000-row probe first, on a fresh svc: its RSS growth is then not hidden by a heap
+    // that earlier load already grew. A few small reads warm svc up first; none is the
+    // 100,000-row statement itself, so PostgreSQL's plan cache for it starts cold, as for the
+    // first export a client asks for.
+    let big: BigProbe | undefined;
+    const bigCase = selected.find((c) => c.id === "big_read");
+    if (bigCase) {
+      for (const c of CASES.filter((x) => x.id === "pk_read" || x.id === "nested_read")) {
+        for (let i = 0; i < 20; i++) await post(svcUrl, JSON.stringify(c.body)).catch(() => {});
+      }
+      log(`100,000-row probe: ${PROBE_REQUESTS} sequential requests (first byte, total, RSS)`);
+      big = await probeBig(svcUrl, JSON.stringify(bigCase.body), svcPid, PROBE_REQUESTS);
+      log(
+        `  status ${big.status}, ${big.bytes} bytes, first byte ${
+          big.ttfb_ms.map((x) => x.toFixed(0))
+        } ms, total ${big.total_ms.map((x) => x.toFixed(0))} ms, RSS ${
+          big.baseline_rss_mb.toFixed(0)
+        } → ${big.peak_rss_mb.toFixed(0)} MiB`,
+      );
+    }
+
+    for (const c of selected) {
       log(`case ${c.id}: ${c.title}`);
       const bodyText = JSON.stringify(c.body);
       const bodyFile = `${RUN_DIR}/${c.id}.json`;
@@ -300,26 +395,19 @@ async function main(): Promise<Report> {
         verified: { ok: false, detail: "", svc_bytes: null, sql_rows: null },
         runs: [],
       };
-      cases.push(result);
-
-      // The 100,000-row probe goes first, before any other 100,000-row request grows the heap.
-      if (c.id === "big_read") {
-        log("  probe: 3 sequential requests (first byte, total, RSS)");
-        result.big = await probeBig(svcUrl, bodyText, svc.pid, 3);
-        log(
-          `  ttfb ${result.big.ttfb_ms.map((x) => x.toFixed(0))} ms, total ${
-            result.big.total_ms.map((x) => x.toFixed(0))
-          } ms, RSS +${result.big.growth_mb.toFixed(1)} MiB`,
-        );
+      if (c.id === "big_read" && big) {
+        result.big = big;
       }
+      cases.push(result);
 
       // Same answer?
       let svcWorks = false;
       try {
         const expected = await sqlAnswer(sql, c);
         result.verified.sql_rows = expected.length;
+        if (result.big) result.big.rows = expected.length;
         const got = await post(svcUrl, bodyText);
-        result.verified.svc_bytes = got.text.length;
+        result.verified.svc_bytes = new TextEncoder().encode(got.text).length;
         if (got.status !== 200) {
           result.verified.detail = `svc answered ${got.status}: ${got.text.slice(0, 300)}`;
         } else {
@@ -337,37 +425,32 @@ async function main(): Promise<Report> {
         problems.push(`${c.id}: svc's answer differs from the SQL's: ${result.verified.detail}`);
       }
 
-      const scripts = {
-        plain: `${RUN_DIR}/${c.id}.sql`,
-        pipeline: `${RUN_DIR}/${c.id}.pipeline.sql`,
-      };
       const stmts = c.rollback
         ? ["savepoint bench", c.sql, "rollback to savepoint bench"]
         : [c.sql];
-      Deno.writeTextFileSync(
-        scripts.plain,
-        pgbenchScript(stmts, { role: ROLE, claims: CLAIMS, pipeline: false }),
-      );
-      Deno.writeTextFileSync(
-        scripts.pipeline,
-        pgbenchScript(stmts, { role: ROLE, claims: CLAIMS, pipeline: true }),
-      );
+      const scripts = { plain: `${RUN_DIR}/${c.id}.sql`, pipeline: `${RUN_DIR}/${c.id}.pipe.sql` };
+      for (const [kind, file] of Object.entries(scripts)) {
+        Deno.writeTextFileSync(
+          file,
+          pgbenchScript(stmts, { role: ROLE, claims: CLAIMS, pipeline: kind === "pipeline" }),
+        );
+      }
 
       if (svcWorks && WARMUP > 0) {
-        await http({
-          url: svcUrl,
-          bodyFile,
-          connections: Math.min(10, Math.max(...CONNS)),
-          duration: WARMUP,
-        }, useWrk)
+        const connections = Math.min(10, Math.max(...CONNS));
+        await http({ url: svcUrl, bodyFile, connections, duration: WARMUP }, useWrk)
           .catch(() => {});
       }
       for (const conns of CONNS) {
+        const duration = durationFor(c, conns, DURATION);
         const row: RunRow = {
           connections: conns,
+          duration_s: duration,
           svc: null,
           svc_peak_rss_mb: null,
+          svc_cpu: null,
           pgbench: null,
+          pgbench_cpu: null,
           pgbench_pipeline: null,
           ratio: null,
           ratio_pipeline: null,
@@ -375,12 +458,18 @@ async function main(): Promise<Report> {
         result.runs.push(row);
         if (svcWorks) {
           try {
-            const { value, peak } = await withPeak(
-              svc.pid,
-              () => http({ url: svcUrl, bodyFile, connections: conns, duration: DURATION }, useWrk),
+            const { value: { value, peak }, cpu } = await withCpu(
+              svcPid,
+              postmaster,
+              () =>
+                withPeak(
+                  svcPid,
+                  () => http({ url: svcUrl, bodyFile, connections: conns, duration }, useWrk),
+                ),
             );
             row.svc = value;
             row.svc_peak_rss_mb = peak;
+            row.svc_cpu = cpu;
           } catch (e) {
             row.svc_error = (e as Error).message;
           }
@@ -390,45 +479,45 @@ async function main(): Promise<Report> {
         } else {
           row.svc_error = "not run: svc does not answer this case";
         }
+        const pgb = (o: Partial<PgbenchRun> & { scriptFile: string; pipeline: boolean }) =>
+          pgbench({ ...pgbenchBase, clients: conns, duration, ...o });
         try {
-          row.pgbench = await pgbench({
-            ...pgbenchBase,
-            scriptFile: scripts.plain,
-            clients: conns,
-            duration: DURATION,
-            pipeline: false,
-          });
+          const plain = await withCpu(
+            null,
+            postmaster,
+            () => pgb({ scriptFile: scripts.plain, pipeline: false }),
+          );
+          row.pgbench = plain.value;
+          row.pgbench_cpu = plain.cpu;
           if (PIPE_DURATION > 0) {
-            row.pgbench_pipeline = await pgbench({
-              ...pgbenchBase,
+            row.pgbench_pipeline = await pgb({
               scriptFile: scripts.pipeline,
-              clients: conns,
-              duration: PIPE_DURATION,
               pipeline: true,
+              duration: durationFor(c, conns, PIPE_DURATION),
             });
           }
         } catch (e) {
           row.pgbench_error = (e as Error).message.slice(0, 500);
           problems.push(`${c.id} c=${conns}: pgbench failed: ${row.pgbench_error}`);
         }
-        const rate = (
-          p: PgbenchResult | null,
-        ) => (row.svc && p && p.tps > 0 ? row.svc.rps / p.tps : null);
+        const rate = (p: PgbenchResult | null) =>
+          row.svc && p && p.tps > 0 && row.svc.requests > 0 ? row.svc.rps / p.tps : null;
         row.ratio = rate(row.pgbench);
         row.ratio_pipeline = rate(row.pgbench_pipeline);
         log(
-          `  c=${String(conns).padStart(2)}: svc ${row.svc ? row.svc.rps.toFixed(0) : "–"} req/s ` +
-            `(p50 ${row.svc?.p50_ms?.toFixed(2) ?? "–"} p99 ${
-              row.svc?.p99_ms?.toFixed(2) ?? "–"
-            } ms, ` +
-            `RSS ${row.svc_peak_rss_mb?.toFixed(0) ?? "–"} MiB${
-              row.svc?.non2xx ? `, ${row.svc.non2xx} non-2xx` : ""
-            }) | ` +
-            `pgbench ${row.pgbench?.tps.toFixed(0) ?? "–"} tps, pipelined ${
-              row.pgbench_pipeline?.tps.toFixed(0) ?? "–"
-            } | ` +
-            `ratio ${row.ratio?.toFixed(2) ?? "–"} / ${row.ratio_pipeline?.toFixed(2) ?? "–"}`,
+          `  c=${String(conns).padStart(2)}: svc ${row.svc?.rps.toFixed(0) ?? "–"} req/s (p50 ${
+            row.svc?.p50_ms?.toFixed(2) ?? "–"
+          } p99 ${row.svc?.p99_ms?.toFixed(2) ?? "–"} ms, RSS ${
+            row.svc_peak_rss_mb?.toFixed(0) ?? "–"
+          } MiB, CPU svc ${row.svc_cpu?.server ?? "–"}% pg ${row.svc_cpu?.postgres ?? "–"}% other ${
+            row.svc_cpu?.other ?? "–"
+          }%) | pgbench ${row.pgbench?.tps.toFixed(0) ?? "–"} tps, pipelined ${
+            row.pgbench_pipeline?.tps.toFixed(0) ?? "–"
+          } | ratio ${row.ratio?.toFixed(2) ?? "–"} / ${row.ratio_pipeline?.toFixed(2) ?? "–"}`,
         );
+        if (row.svc && row.svc.requests === 0) {
+          problems.push(`${c.id} c=${conns}: no svc request completed within ${duration} s`);
+        }
         if (row.svc && row.svc.non2xx > 0) {
           const sample = await post(svcUrl, bodyText).catch(() => null);
           problems.push(
@@ -457,6 +546,7 @@ async function main(): Promise<Report> {
           logFile: `${RUN_DIR}/postgraphile.log`,
         });
         peer = started.child;
+        const peerPid = peer.pid;
         const gqlUrl = `${peer.url}/graphql`;
         const gqlBody = JSON.stringify({ query: NESTED_READ_GRAPHQL });
         const gqlFile = `${RUN_DIR}/nested_read.graphql.json`;
@@ -478,19 +568,15 @@ async function main(): Promise<Report> {
         );
         if (!verified.ok) problems.push(`PostGraphile's answer differs: ${verified.detail}`);
         peerReport = {
-          name: "PostGraphile 5.1.5",
+          name: "PostGraphile 5.1.5 (amber preset)",
           runtime: started.runtime,
           graphql: NESTED_READ_GRAPHQL,
           verified,
           runs: [],
         };
         if (WARMUP > 0) {
-          await http({
-            url: gqlUrl,
-            bodyFile: gqlFile,
-            connections: Math.min(10, Math.max(...CONNS)),
-            duration: WARMUP,
-          }, useWrk)
+          const connections = Math.min(10, Math.max(...CONNS));
+          await http({ url: gqlUrl, bodyFile: gqlFile, connections, duration: WARMUP }, useWrk)
             .catch(() => {});
         }
         for (const conns of CONNS) {
@@ -499,20 +585,29 @@ async function main(): Promise<Report> {
             connections: conns,
             peer: null,
             peer_peak_rss_mb: null,
+            peer_cpu: null,
             svc_rps: svcRps,
             ratio: null,
           };
           try {
-            const { value, peak } = await withPeak(
-              peer.pid,
+            const { value: { value, peak }, cpu } = await withCpu(
+              peerPid,
+              postmaster,
               () =>
-                http(
-                  { url: gqlUrl, bodyFile: gqlFile, connections: conns, duration: DURATION },
-                  useWrk,
+                withPeak(
+                  peerPid,
+                  () =>
+                    http({
+                      url: gqlUrl,
+                      bodyFile: gqlFile,
+                      connections: conns,
+                      duration: DURATION,
+                    }, useWrk),
                 ),
             );
             row.peer = value;
             row.peer_peak_rss_mb = peak;
+            row.peer_cpu = cpu;
             row.ratio = svcRps !== null && value.rps > 0 ? svcRps / value.rps : null;
           } catch (e) {
             row.peer_error = (e as Error).message.slice(0, 300);
@@ -521,10 +616,15 @@ async function main(): Promise<Report> {
           log(
             `  c=${String(conns).padStart(2)}: PostGraphile ${
               row.peer?.rps.toFixed(0) ?? "–"
-            } req/s (p99 ${row.peer?.p99_ms?.toFixed(2) ?? "–"} ms), svc ÷ PostGraphile ${
-              row.ratio?.toFixed(2) ?? "–"
-            }`,
+            } req/s (p50 ${row.peer?.p50_ms?.toFixed(2) ?? "–"} p99 ${
+              row.peer?.p99_ms?.toFixed(2) ?? "–"
+            } ms, CPU server ${row.peer_cpu?.server ?? "–"}% pg ${
+              row.peer_cpu?.postgres ?? "–"
+            }%), svc ÷ PostGraphile ${row.ratio?.toFixed(2) ?? "–"}`,
           );
+          if (row.peer?.non2xx) {
+            problems.push(`PostGraphile c=${conns}: ${row.peer.non2xx} non-2xx responses`);
+          }
         }
       } catch (e) {
         problems.push(`PostGraphile could not be run: ${(e as Error).message.slice(0, 500)}`);
@@ -536,39 +636,49 @@ async function main(): Promise<Report> {
     }
 
     // What svc logged at level error during the run.
-    const svcLog = svc.output();
-    const errorLines = svcLog.split("\n").filter((l) => /error|ERR|panic|Uncaught/i.test(l));
+    const errorLines = svc.output().split("\n").filter((l) => l.trim());
     if (errorLines.length) {
       problems.push(
-        `svc logged ${errorLines.length} error line(s) (bench/.data/run/svc.log), first: ${
-          errorLines[0].slice(0, 300)
-        }`,
+        `svc logged ${errorLines.length} line(s) at level error (bench/.data/run/svc.log), ` +
+          `first: ${errorLines[0].slice(0, 300)}`,
+      );
+    }
+    const busyAtEnd = await busyProcesses(
+      new Set([svcPid, postmaster, ...childrenOf(postmaster)]),
+    );
+    if (busyAtEnd.length) {
+      problems.push(
+        `other processes were using CPU when the bench ended: ${busyAtEnd.join(" | ")}`,
       );
     }
 
-    const rssEnd = readMem(svc.pid);
+    const rssEnd = readMem(svcPid);
     const partial: Omit<Report, "targets"> = {
       generated_at: new Date().toISOString(),
       duration_s: (performance.now() - t0) / 1000,
       machine: { ...machineInfo(wrkVersion), postgres: pgVersion.replace(/ on .*$/, "") },
       config: {
+        svc_version: svcVersion(),
         scale: SCALE,
         connections: CONNS,
         http_duration_s: DURATION,
         pgbench_duration_s: DURATION,
         pgbench_pipelined_duration_s: PIPE_DURATION,
+        big_read_duration_at_50: "2× the above",
         warmup_s: WARMUP,
-        wrk_threads: "min(2, connections)",
-        pgbench: "-M prepared -c <conns> -j min(2, conns) -T <duration>",
+        wrk: "-t min(2, conns) -c conns --latency --timeout 30s -s bench/wrk/post.lua",
+        pgbench: "-n -M prepared -c conns -j min(2, conns) -T duration",
         svc_pool_size: POOL,
         peer_pool_size: POOL,
-        svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true --logging.level=error",
+        svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true " +
+          "--logging.level=error",
         role: `${ROLE}, claims ${CLAIMS}`,
+        svc_rss_at_start_mb: Math.round(big?.baseline_rss_mb ?? 0),
         svc_rss_at_end_mb: Math.round(rssEnd.rss_mb),
         svc_peak_rss_over_all_runs_mb: Math.round(
           Math.max(
             ...cases.flatMap((c) => c.runs.map((r) => r.svc_peak_rss_mb ?? 0)),
-            ...cases.map((c) => c.big?.peak_rss_mb ?? 0),
+            big?.peak_rss_mb ?? 0,
           ),
         ),
       },
@@ -594,6 +704,7 @@ try {
   for (const t of report.targets) {
     log(`target ${t.text}: ${t.met === null ? "n/a" : t.met ? "met" : "missed"}`);
   }
+  for (const p of report.problems) log(`problem: ${p}`);
 } catch (e) {
   console.error(e);
   exitCode = 1;

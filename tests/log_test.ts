@@ -3,7 +3,14 @@ import type { LogRecord } from "@logtape/logtape";
 import { attributeFilter } from "../src/log.ts";
 
 const rec = (properties: Record<string, unknown>) =>
-  ({ category: ["svc"], level: "info", message: [], rawMessage: "", timestamp: 0, properties }) as unknown as LogRecord;
+  ({
+    category: ["svc"],
+    level: "info",
+    message: [],
+    rawMessage: "",
+    timestamp: 0,
+    properties,
+  }) as unknown as LogRecord;
 
 Deno.test("logging.filter.<attr> must match when present; logging.exclude.<attr> suppresses", () => {
   const f = attributeFilter({ path: "^/svc" }, { status: "^2" });

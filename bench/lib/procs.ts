@@ -336,7 +336,7 @@ export class CpuMonitor {
   #last = new Map<number, number>();
   #busy0 = 0;
   #t0 = 0;
-  #timer: number | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(readonly serverPid: number | null, readonly postmasterPid: number) {}
 
@@ -386,4 +386,50 @@ export class CpuMonitor {
       total: pct(busy),
     };
   }
+}
+
+/**
+ * Processes that used at least `minPct` % of a core over `ms` milliseconds, except `exclude`
+ * and this process: what else competes for the cores during the benchmark.
+ */
+export async function busyProcesses(
+  exclude: Set<number>,
+  ms = 1000,
+  minPct = 5,
+): Promise<string[]> {
+  const snap = () => {
+    const m = new Map<number, number>();
+    for (const e of Deno.readDirSync("/proc")) {
+      const pid = Number(e.name);
+      if (!Number.isInteger(pid)) continue;
+      const t = procTimes(pid);
+      if (t) m.set(pid, t.jiffies);
+    }
+    return m;
+  };
+  const a = snap();
+  await new Promise((r) => setTimeout(r, ms));
+  const b = snap();
+  const out: string[] = [];
+  for (const [pid, j] of b) {
+    if (pid === Deno.pid || exclude.has(pid)) continue;
+    const pct = ((j - (a.get(pid) ?? 0)) / CLK_TCK / (ms / 1000)) * 100;
+    if (pct < minPct) continue;
+    let cmd = "";
+    try {
+      cmd = Deno.readTextFileSync(`/proc/${pid}/cmdline`).replaceAll("\0", " ").trim();
+    } catch { /* gone */ }
+    out.push(`${Math.round(pct)}% ${cmd.slice(0, 120)}`);
+  }
+  return out;
+}
+
+/** The pids of a process's children (direct only). */
+export function childrenOf(ppid: number): number[] {
+  const out: number[] = [];
+  for (const e of Deno.readDirSync("/proc")) {
+    const pid = Number(e.name);
+    if (Number.isInteger(pid) && procTimes(pid)?.ppid === ppid) out.push(pid);
+  }
+  return out;
 }
