@@ -184,15 +184,15 @@ export function jsonArray(rows: Uint8Array[]): Uint8Array {
 export const FETCH_BATCH = 1000;
 
 /**
- * Runs a read whose rows are JSON texts (first column) and answers a JSON array. A read known to
- * be small (`opts.small`) is begin, role switch, query and commit pipelined: one round trip.
- * Otherwise begin, the role switch, `DECLARE` of a cursor over the query and the first `FETCH`
- * are pipelined in one round trip. When the first batch is short the read is complete: the bytes are returned at once and
- * the commit is sent off the response's critical path (the connection is released after it).
- * Otherwise a stream is returned that continues with the rest of the cursor in batches, each
- * written only when the client has consumed the previous ones (backpressure), so memory stays
- * flat whatever the result's size. Errors before
- * the first row reject, so the caller can still answer with an error status.
+ * Runs a read whose rows are JSON texts (first column) and answers a JSON array.
+ * - Known to fit one batch (`opts.small`): begin, role switch, query and commit pipelined, one
+ *   round trip.
+ * - Otherwise: begin, role switch, `DECLARE` of a cursor over the query and `FETCH <batch>`
+ *   pipelined, one round trip. A short first batch completes the read: its bytes are returned at
+ *   once and the commit follows off the response's critical path. A full one returns a stream
+ *   that continues through a protocol cursor over `FETCH ALL`, each batch written only when the
+ *   client has taken the previous ones (backpressure), so memory stays flat.
+ * Errors before the first row reject, so the caller can still answer with an error status.
  */
 export async function readJson(
   db: Database,
@@ -232,13 +232,10 @@ export async function readJson(
     ),
     who.signal,
   ).execute();
-  const fetchNext = () =>
-    cancellable(
-      conn.unsafe(`fetch ${batch} from svc_read`, [], { prepare: true }).raw(),
-      who.signal,
-    )
-      .execute() as unknown as Promise<Uint8Array[][]>;
-  const first = fetchNext();
+  const first = cancellable(
+    conn.unsafe(`fetch ${batch} from svc_read`, [], { prepare: true }).raw(),
+    who.signal,
+  ).execute() as unknown as Promise<Uint8Array[][]>;
   let done = false;
   const finish = async (ok: boolean) => {
     if (done) return;
