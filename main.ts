@@ -9,6 +9,7 @@ import { Sessions } from "./src/auth/session.ts";
 import { Database } from "./src/db/pool.ts";
 import { Runtime } from "./src/runtime.ts";
 import { createApp } from "./src/http/server.ts";
+import { installProcessGuard } from "./src/guard.ts";
 
 /** A running server. */
 export interface Server {
@@ -24,6 +25,7 @@ export interface Server {
 /** Starts svc with a loaded configuration. */
 export async function start(cfg: Config): Promise<Server> {
   configureLogging(cfg.logging);
+  installProcessGuard();
   const secret = await loadSecret({ secret: cfg.jwt.secret, secretsDir: cfg.secrets.dir });
   const sessions = new Sessions({
     secret,
@@ -34,7 +36,12 @@ export async function start(cfg: Config): Promise<Server> {
     cookieName: cfg.jwt.cookie_name,
     sameSite: cfg.jwt.same_site,
   });
-  const db = new Database(connectionString(cfg), cfg.pg.pool_size);
+  const db = new Database(connectionString(cfg), {
+    size: cfg.pg.pool_size,
+    poolTimeout: cfg.pg.pool_timeout,
+    connectTimeout: cfg.pg.connect_timeout,
+    statementTimeout: cfg.pg.query.statement_timeout,
+  });
   const runtime = new Runtime(cfg);
   const app = createApp({ cfg, db, runtime, sessions });
   const server = Deno.serve({
@@ -62,8 +69,14 @@ export async function start(cfg: Config): Promise<Server> {
     log.info("shutting down");
     const drained = server.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
-    await drained;
+    log.info("shutdown: in-flight requests drained");
+    // Requests were cancelled by the drain; never let one that ignores it keep the process up.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([drained, new Promise((r) => (timer = setTimeout(r, 5000)))]);
+    clearTimeout(timer);
+    log.info("shutdown: listener closed");
     await db.close();
+    log.info("shutdown: pool closed");
   };
   return { cfg, port, runtime, ready, shutdown };
 }

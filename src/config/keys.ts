@@ -71,6 +71,20 @@ export const KEYS: KeySpec[] = [
   { key: "pg.password", kind: "string", doc: "Password of pg.user." },
   { key: "pg.pool_size", kind: "int", default: 10, doc: "Max pooled connections for requests." },
   {
+    key: "pg.pool_timeout",
+    kind: "number",
+    default: 5,
+    doc:
+      "Seconds a request waits for a free pooled connection before 503 PG_POOL_EXHAUSTED (with Retry-After).",
+  },
+  {
+    key: "pg.connect_timeout",
+    kind: "number",
+    default: 5,
+    doc:
+      "Seconds a new database connection may take; during an outage requests answer 503 PG_UNAVAILABLE within it.",
+  },
+  {
     key: "pg.query.anonymous_role",
     kind: "string",
     default: "~anonymous",
@@ -116,8 +130,16 @@ export const KEYS: KeySpec[] = [
   {
     key: "pg.query.statement_timeout",
     kind: "int",
-    default: 0,
-    doc: "Per-request statement timeout in milliseconds (0: the database's own).",
+    default: 30000,
+    doc:
+      "Per-request statement timeout in milliseconds, set inside each request's transaction (0: no limit); expiry is 504 PG_57014.",
+  },
+  {
+    key: "pg.query.max_row_size",
+    kind: "int",
+    default: 67108864,
+    doc:
+      "Largest single answer row in bytes (64 MiB); a larger one cancels the query with 400 QUERY_RESULT_TOO_LARGE.",
   },
   {
     key: "blacklist.relations.<schema>.<name>",

@@ -59,6 +59,8 @@ export interface Config {
     user?: string;
     password?: string;
     pool_size: number;
+    pool_timeout: number;
+    connect_timeout: number;
     query: {
       anonymous_role: string;
       max_depth: number;
@@ -69,6 +71,7 @@ export interface Config {
       allow_sql: boolean;
       allow_rollback: boolean;
       statement_timeout: number;
+      max_row_size: number;
     };
   };
   blacklist: {

@@ -21,6 +21,11 @@ export interface Cluster {
    * protocol when psql is not installed (then the output is empty); throws on the first error.
    */
   psql(sql: string, database?: string): Promise<string>;
+  /**
+   * Runs `pg_ctl -D <data> <args…>` as the cluster's owner (e.g. `["restart", "-m", "fast", "-w"]`
+   * for fault tests); the log goes to the cluster's log file.
+   */
+  ctl(args: string[]): Promise<string>;
   /** Stops the server and removes the directory. */
   stop(): Promise<void>;
   /** The same, synchronously (for process exit handlers). */
@@ -199,6 +204,8 @@ export async function startCluster(
           stdin: sql,
         })
         : simpleQuery(uriFor(database), sql),
+    ctl: (args) =>
+      run([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, ...args], { asPostgres: true }),
     async stop() {
       if (stopped) return;
       stopped = true;

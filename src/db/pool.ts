@@ -31,16 +31,24 @@ export interface RequestRole {
  * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
  * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
  */
-function prelude(conn: postgres.ReservedSql, who: RequestRole): Promise<unknown> {
+function prelude(
+  conn: postgres.ReservedSql,
+  who: RequestRole,
+  statementTimeout: number,
+): Promise<unknown> {
   const begin = conn.unsafe("begin").execute();
-  const role = conn.unsafe(SET_ROLE, [who.role, JSON.stringify(who.claims)], { prepare: true })
-    .execute();
+  const role = conn.unsafe(SET_ROLE, [
+    who.role,
+    JSON.stringify(who.claims),
+    String(statementTimeout),
+  ], { prepare: true }).execute();
   const both = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
   both.catch(() => {}); // awaited by the caller; never an unhandled rejection
   return both;
 }
 
-const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)";
+const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +
+  "set_config('statement_timeout', $3, true)";
 
 /**
  * Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. The listener is removed
@@ -74,19 +82,178 @@ export interface RequestTx extends Tx {
   send(sql: string): void;
 }
 
+const DEBUG = Deno.env.get("DEBUGPOOL") === "1";
+let DEBUG_URI: string | undefined;
+/** Pool limits (DECISIONS.md §8). */
+export interface PoolOptions {
+  /** Connections for requests (`pg.pool_size`). */
+  size: number;
+  /** Seconds a request may wait for a free connection (`pg.pool_timeout`). */
+  poolTimeout?: number;
+  /** Seconds a new connection may take (`pg.connect_timeout`). */
+  connectTimeout?: number;
+  /** Milliseconds a request's statements may run (`pg.query.statement_timeout`, 0: no limit). */
+  statementTimeout?: number;
+}
+
+/** A reserved connection and the way to give it back. */
+interface Lease {
+  conn: postgres.ReservedSql;
+  release(): void;
+}
+
+/**
+ * A counting semaphore whose waiters give up after a timeout: requests queue here, not inside
+ * postgres.js (whose queue cannot drop a waiter), so a wait is bounded and leaves nothing behind.
+ */
+class Slots {
+  #free: number;
+  #waiters: (() => void)[] = [];
+  constructor(readonly size: number) {
+    this.#free = size;
+  }
+
+  /** Connections in use. */
+  get inUse(): number {
+    return this.size - this.#free;
+  }
+
+  /** Requests waiting for a connection. */
+  get waiting(): number {
+    return this.#waiters.length;
+  }
+
+  /** Takes a slot, waiting at most `ms`; rejects with PG_POOL_EXHAUSTED after that. */
+  take(ms: number, signal?: AbortSignal): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const grant = () => {
+        done();
+        resolve();
+      };
+      const give_up = (e: unknown) => {
+        done();
+        const i = this.#waiters.indexOf(grant);
+        if (i >= 0) this.#waiters.splice(i, 1);
+        reject(e);
+      };
+      const onAbort = () => give_up(signal!.reason);
+      const timer = setTimeout(() =>
+        give_up(
+          new SvcError(
+            "PG_POOL_EXHAUSTED",
+            `no database connection became free within ${ms / 1000} s`,
+          ),
+        ), ms);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#waiters.push(grant);
+    });
+  }
+
+  /** Gives a slot back (to the longest waiter, if any). */
+  give(): void {
+    const next = this.#waiters.shift();
+    if (next) next();
+    else this.#free++;
+  }
+}
+
 /** The request pool. */
 export class Database {
   readonly sql: postgres.Sql;
+  readonly #slots: Slots;
+  readonly #poolTimeoutMs: number;
+  readonly #connectTimeoutMs: number;
+  /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
+  readonly statementTimeout: number;
 
-  /** Opens a lazy pool of at most `poolSize` connections. */
-  constructor(uri: string, poolSize: number) {
+  /** Opens a lazy pool (`opts` or just its size). */
+  constructor(uri: string, opts: PoolOptions | number) {
+    DEBUG_URI = uri;
+    const o = typeof opts === "number" ? { size: opts } : opts;
+    this.#slots = new Slots(o.size);
+    this.#poolTimeoutMs = (o.poolTimeout ?? 5) * 1000;
+    this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
+    this.statementTimeout = o.statementTimeout ?? 0;
     this.sql = postgres(uri, {
-      max: poolSize,
+      max: o.size,
       prepare: true,
       onnotice: () => {},
       connection: { application_name: "svc" },
       idle_timeout: 60,
+      connect_timeout: o.connectTimeout ?? 5,
+      // Reconnect quickly once the database is back (the default backs off up to 20 s).
+      backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
     });
+  }
+
+  /** Pool figures for health and metrics. */
+  stats(): { size: number; in_use: number; waiting: number } {
+    return { size: this.#slots.size, in_use: this.#slots.inUse, waiting: this.#slots.waiting };
+  }
+
+  /**
+   * Reserves a connection: waits at most `pg.pool_timeout` for a free one (503
+   * PG_POOL_EXHAUSTED), then at most `pg.connect_timeout` for it to be connected (503
+   * PG_UNAVAILABLE). A connection that arrives after its request gave up goes straight back.
+   */
+  async acquire(signal?: AbortSignal): Promise<Lease> {
+    const T0 = performance.now();
+    await this.#slots.take(this.#poolTimeoutMs, signal);
+    const T1 = performance.now();
+    const reserving = this.sql.reserve();
+    if (DEBUG) {
+      reserving.then(() => {
+        const d = performance.now() - T1;
+        if (d > 300) {
+          console.error(
+            `DEBUG reserve took ${Math.round(d)} ms (slot wait ${Math.round(T1 - T0)})`,
+          );
+        }
+      }, (e) =>
+        console.error(
+          `DEBUG reserve failed after ${Math.round(performance.now() - T1)} ms: ${e.code}`,
+        ));
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new SvcError(
+              "PG_UNAVAILABLE",
+              `the database did not answer within ${this.#connectTimeoutMs / 1000} s`,
+            ),
+          ),
+        this.#connectTimeoutMs,
+      );
+    });
+    try {
+      const conn = await Promise.race([reserving, timeout]);
+      let released = false;
+      return {
+        conn,
+        release: () => {
+          if (released) return;
+          released = true;
+          conn.release();
+          this.#slots.give();
+        },
+      };
+    } catch (e) {
+      reserving.then((c) => c.release(), () => {});
+      this.#slots.give();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -94,7 +261,8 @@ export class Database {
    * body's first statement; `commit` follows the body.
    */
   async transaction<T>(who: RequestRole, body: (tx: RequestTx) => Promise<T>): Promise<T> {
-    const conn = await this.sql.reserve();
+    const lease = await this.acquire(who.signal);
+    const conn = lease.conn;
     const sent: Promise<unknown>[] = [];
     const tx: RequestTx = {
       conn,
@@ -111,7 +279,7 @@ export class Database {
           who.signal,
         ) as unknown as Promise<Row[]>,
     };
-    const started = prelude(conn, who);
+    const started = prelude(conn, who, this.statementTimeout);
     let ok = false;
     try {
       let result: T;
@@ -133,7 +301,7 @@ export class Database {
       return result;
     } finally {
       if (!ok) await conn.unsafe("rollback").catch(() => {});
-      conn.release();
+      lease.release();
     }
   }
 
@@ -202,11 +370,32 @@ export async function readJson(
   opts: { small?: boolean; batch?: number } = {},
 ): Promise<Uint8Array | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
-  const conn = await db.sql.reserve();
+  const lease = await db.acquire(who.signal);
+  if (DEBUG) {
+    const T = performance.now();
+    let done = false;
+    setTimeout(async () => {
+      if (done) return;
+      const probe = postgres(DEBUG_URI!, { max: 1, onnotice: () => {} });
+      const rows = await probe.unsafe(
+        "select pid, state, wait_event, left(query, 40) q, backend_start, now() - state_change age from pg_stat_activity where application_name = 'svc'",
+      ).catch((e) => [String(e)]);
+      await probe.end();
+      console.error(`DEBUG readJson stuck 1.5s after acquire: ${JSON.stringify(rows)}`);
+    }, 1500);
+    lease.conn.unsafe("select 1").then(() => {
+      done = true;
+      const d = performance.now() - T;
+      if (d > 300) console.error(`DEBUG select1 ${Math.round(d)}`);
+    }, () => {
+      done = true;
+    });
+  }
+  const conn = lease.conn;
   if (opts.small) {
     // Known to fit one batch (limit or unique key): begin, role, query, commit in one burst.
     try {
-      const started = prelude(conn, who);
+      const started = prelude(conn, who, db.statementTimeout);
       const q = cancellable(
         conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
         who.signal,
@@ -218,10 +407,10 @@ export async function readJson(
         (settled[1] as PromiseFulfilledResult<Uint8Array[][]>).value.map((r) => r[0]),
       );
     } finally {
-      conn.release();
+      lease.release();
     }
   }
-  const started = prelude(conn, who);
+  const started = prelude(conn, who, db.statementTimeout);
   const declare = cancellable(
     conn.unsafe(
       `declare svc_read no scroll cursor for ${sql}`,
@@ -241,7 +430,7 @@ export async function readJson(
     if (done) return;
     done = true;
     await conn.unsafe(ok ? "commit" : "rollback").catch(() => {});
-    conn.release();
+    lease.release();
   };
   const settled = await Promise.allSettled([started, declare, first]);
   const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
