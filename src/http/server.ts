@@ -3,7 +3,8 @@
  * request, the /svc endpoints, health and database.json. Routes, static files and SSO plug in
  * here as they land.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import type { HealthProbe } from "../db/health.ts";
 import type { Config } from "../config/load.ts";
 import type { Database, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
@@ -29,6 +30,7 @@ export interface AppDeps {
   db: Database;
   runtime: Runtime;
   sessions: Sessions;
+  health: HealthProbe;
 }
 
 /** Builds the Hono application. */
@@ -46,11 +48,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
     try {
       const session = await sessions.resolve(c.req.header("cookie") ?? null);
       c.set("setCookie", session.setCookie);
+      // A client that goes away cancels its statement, as reload and shutdown do.
+      const signal = AbortSignal.any([gate.signal, c.req.raw.signal]);
       if (session.claims) {
-        c.set("who", { role: session.claims.role, claims: session.claims, signal: gate.signal });
+        c.set("who", { role: session.claims.role, claims: session.claims, signal });
         c.set("anonymous", false);
       } else {
-        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal: gate.signal });
+        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal });
       }
       await next();
     } finally {
@@ -74,10 +78,18 @@ export function createApp(deps: AppDeps): Hono<Env> {
     return errorResponse(e, errCtx(c.get("anonymous") ?? true));
   });
 
-  app.get("/svc/health", async (c) => {
-    const ok = runtime.state !== null && await db.ping();
-    return c.json({ status: ok ? "ok" : "unavailable" }, ok ? 200 : 503);
-  });
+  // Health never waits for the request pool: live needs no database, ready asks through the
+  // probe's own connection within 1 s.
+  app.get("/svc/health/live", (c) => c.json({ status: "ok" }));
+  const ready = async (c: Context<Env>) => {
+    const ok = runtime.state !== null && await deps.health.ready();
+    return c.json(
+      { status: ok ? "ok" : "unavailable", loaded: runtime.state !== null, pool: db.stats() },
+      ok ? 200 : 503,
+    );
+  };
+  app.get("/svc/health/ready", ready);
+  app.get("/svc/health", ready);
 
   /** The state and role for a query request, enforcing anonymous-access rules. */
   const svcContext = (anonymous: boolean, who: RequestRole): SvcContext => {
@@ -102,9 +114,12 @@ export function createApp(deps: AppDeps): Hono<Env> {
     "/svc",
     (c) => handleGet(svcContext(c.get("anonymous"), c.get("who")), new URL(c.req.url)),
   );
-  app.all("/svc", () => {
-    throw new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc");
-  });
+  app.all("/svc", (c) =>
+    errorResponse(
+      new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc"),
+      errCtx(c.get("anonymous") ?? true),
+      { allow: "GET, HEAD, POST" },
+    ));
 
   app.notFound(() => {
     throw new SvcError("HTTP_NOT_FOUND", "not found");

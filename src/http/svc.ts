@@ -21,6 +21,8 @@ import { planWrite } from "../write/plan.ts";
 import { executeWrite } from "../write/execute.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
+import { readBodyText, requireJson } from "./body.ts";
+import { capRowSize } from "../compile/rowsize.ts";
 
 /** What the handler needs per request. */
 export interface SvcContext {
@@ -65,31 +67,6 @@ function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolve
       role: ctx.who.role,
     }),
   };
-}
-
-/** Reads the body text under `http.max_body_size` (413 before buffering more than that). */
-export async function readBodyText(req: Request, maxBytes: number): Promise<string> {
-  const tooLarge = () =>
-    new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
-  const len = Number(req.headers.get("content-length") ?? "NaN");
-  if (len > maxBytes) throw tooLarge();
-  if (Number.isFinite(len)) return await req.text(); // the length is known and within bounds
-  const chunks: Uint8Array[] = [];
-  let n = 0;
-  if (req.body) {
-    for await (const c of req.body) {
-      n += c.length;
-      if (n > maxBytes) throw tooLarge();
-      chunks.push(c);
-    }
-  }
-  const buf = new Uint8Array(n);
-  let o = 0;
-  for (const c of chunks) {
-    buf.set(c, o);
-    o += c.length;
-  }
-  return new TextDecoder().decode(buf);
 }
 
 /** Parses a JSON body; QUERY_INVALID when it is not JSON. */
@@ -148,7 +125,7 @@ function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): R
 /** A plain read answered from raw JSON rows: one round trip, streamed when large. */
 async function plainRead(ctx: SvcContext, r: Resolved, cacheKey?: string): Promise<Response> {
   const stmt: CachedRead = {
-    ...compileRead(r.node, { params: r.params }).rows,
+    ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
     small: isSmall(r.node),
   };
   if (cacheKey !== undefined) readCache.set(cacheKey, stmt);
@@ -229,7 +206,8 @@ async function runOne(
   if (q.rollback) tx.send("savepoint svc_rollback");
   if (!isWrite) {
     const compiled = compileRead(r.node, { params: r.params, count: want.count });
-    const rows = parseRows(await tx.query(compiled.rows.sql, compiled.rows.params));
+    const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);
+    const rows = parseRows(await tx.query(capped.sql, capped.params));
     if (q.returns !== "none") out.result = rows;
     if (q.count) {
       if (want.count && compiled.count) {
@@ -252,7 +230,8 @@ async function runOne(
     const plans: unknown[] = [...wr.plans];
     if (q.returns !== "none") {
       const back = compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys });
-      out.result = parseRows(await tx.query(back.rows.sql, back.rows.params));
+      const capped = capRowSize(back.rows, ctx.cfg.pg.query.max_row_size);
+      out.result = parseRows(await tx.query(capped.sql, capped.params));
       if (want.sql) sqlOut.push({ path: [], select: back.rows.sql });
     }
     if (q.stats) out.stats = want.stats ? wr.stats : [];
@@ -265,6 +244,7 @@ async function runOne(
 
 /** POST /svc. */
 export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
+  requireJson(req);
   const text = await readBodyText(req, ctx.cfg.http.max_body_size);
   const key = text.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0P${text}` : undefined;
   const cached = key === undefined ? undefined : await cachedRead(ctx, key);
