@@ -23,14 +23,36 @@ function fnName(fn: Func): string {
   return `${ident(fn.schema)}.${ident(fn.name)}`;
 }
 
-/** The statement calling a full-control function (middleware or route) with `req`. */
-export function envelopeStatement(fn: Func, req: unknown, middleware: boolean): Statement {
+/** The marker of a jwt set by a function `http.functions.allowed_auth` does not match. */
+const DENY = "svc:jwt-not-allowed";
+
+/**
+ * The statement calling a full-control function (middleware or route) with `req`. A middleware
+ * whose resp is not null sets `svc.route_stop`. When the function may not set jwt
+ * (`allowJwt` false), a resp carrying `jwt` fails the statement (a cast error carrying a marker,
+ * turned into AUTH_JWT_NOT_ALLOWED), so the transaction rolls back with commit still pipelined.
+ */
+export function envelopeStatement(
+  fn: Func,
+  req: unknown,
+  middleware: boolean,
+  allowJwt = true,
+): Statement {
   const stop = middleware
     ? `, 'stop', set_config('svc.route_stop', case when r.resp is null or r.resp = 'null'::jsonb then '' else '1' end, true)`
     : "";
-  const call = `(select json_build_object('resp', r.resp, 'content', r.content${stop}) ` +
+  const deny = allowJwt
+    ? ""
+    : `, 'deny', case when jsonb_typeof(r.resp) = 'object' and r.resp ? 'jwt' then ('${DENY}' || left(r.resp::text, 0))::int end`;
+  const call = `(select json_build_object('resp', r.resp, 'content', r.content${stop}${deny}) ` +
     `from ${fnName(fn)}($1::text::jsonb) r limit 1)`;
   return { sql: `select (case when ${STOP} then ${call} end)::text`, params: [JSON.stringify(req)] };
+}
+
+/** Whether an error is the marker of a refused jwt. */
+function isDenied(e: unknown): boolean {
+  return (e as { code?: string }).code === "22P02" &&
+    String((e as Error).message).includes(DENY);
 }
 
 /** Where a simple route's argument values come from, in precedence order. */
@@ -132,13 +154,6 @@ export type ChainResult =
 export interface ChainPlan {
   middleware: { route: Route; statement: Statement }[];
   route: { route: Route; statement: Statement } | null;
-  /**
-   * Whether `commit` may be pipelined: false when a function in the chain may not set jwt
-   * (`http.functions.allowed_auth`), so its result is checked before anything commits.
-   */
-  pipelineCommit: boolean;
-  /** Throws to roll back (AUTH_JWT_NOT_ALLOWED) when commit is not pipelined. */
-  check?(result: ChainResult): void;
 }
 
 function parseEnvelope(text: string | null): Envelope & { stop?: string } | null {
@@ -148,7 +163,7 @@ function parseEnvelope(text: string | null): Envelope & { stop?: string } | null
 
 /**
  * Runs a chain as `who` in one transaction on a reserved connection: begin, role switch, every
- * statement and (when the plan allows) commit, all pipelined: one round trip.
+ * statement and commit, all pipelined: one round trip.
  */
 export async function runChain(
   db: Database,
@@ -172,21 +187,25 @@ export async function runChain(
         who.signal,
       ).execute() as unknown as Promise<Record<string, string | null>[]>
     );
-    const commit = plan.pipelineCommit ? conn.unsafe("commit").execute() : null;
+    const commit = conn.unsafe("commit").execute();
     const settled = await Promise.allSettled([started, ...qs]);
-    const failed = settled.find((x) =>
+    const failed = settled.findIndex((x) =>
       x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02"
-    ) ?? settled.find((x) => x.status === "rejected");
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    );
+    if (failed >= 0) {
+      const reason = (settled[failed] as PromiseRejectedResult).reason;
+      if (failed > 0 && isDenied(reason)) {
+        const i = failed - 1;
+        const r = i < plan.middleware.length ? plan.middleware[i].route : plan.route!.route;
+        throw jwtNotAllowed(r.id);
+      }
+      throw reason;
+    }
     const rows = settled.slice(1).map((x) =>
       (x as PromiseFulfilledResult<Record<string, string | null>[]>).value[0]
     );
     const result = interpret(plan, rows.map((r) => (r ? Object.values(r)[0] ?? null : null)));
-    if (commit) await commit;
-    else {
-      plan.check?.(result);
-      await conn.unsafe("commit");
-    }
+    await commit;
     ok = true;
     return result;
   } finally {

@@ -16,9 +16,7 @@ import {
   type ChainPlan,
   type ChainResult,
   envelopeStatement,
-  jwtNotAllowed,
   runChain,
-  setsJwt,
   simpleStatement,
   type Statement,
 } from "./call.ts";
@@ -89,16 +87,10 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
   };
 
   const middlewarePlan = (chain: Route[], req: RouteRequest) =>
-    chain.map((route) => ({ route, statement: envelopeStatement(route.fn, req, true) }));
-
-  const check = (plan: ChainPlan) => (result: ChainResult) => {
-    if (result.kind === "middleware" && setsJwt(result.envelope.resp)) {
-      if (!mayAuth(allowedAuth, result.by.id)) throw jwtNotAllowed(result.by.id);
-    }
-    if (result.kind === "route" && setsJwt(result.envelope.resp) && plan.route) {
-      if (!mayAuth(allowedAuth, plan.route.route.id)) throw jwtNotAllowed(plan.route.route.id);
-    }
-  };
+    chain.map((route) => ({
+      route,
+      statement: envelopeStatement(route.fn, req, true, mayAuth(allowedAuth, route.id)),
+    }));
 
   const respond = async (
     result: ChainResult,
@@ -159,7 +151,9 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       const req = buildRequest(call.request, url, m.params, call.who.claims, cfg.jwt.cookie_name);
       req.body = await decodeBody(call.request, route, cfg.http.max_body_size, hooks);
       let statement: Statement;
-      if (route.fullControl) statement = envelopeStatement(route.fn, req, false);
+      if (route.fullControl) {
+        statement = envelopeStatement(route.fn, req, false, mayAuth(allowedAuth, route.id));
+      }
       else {
         if (req.body !== null && (typeof req.body !== "object" || Array.isArray(req.body))) {
           throw new SvcError(
@@ -177,11 +171,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       const plan: ChainPlan = {
         middleware: middlewarePlan(chain, req),
         route: { route, statement },
-        pipelineCommit: allowedAuth === null ||
-          (chain.every((r) => mayAuth(allowedAuth, r.id)) &&
-            (!route.fullControl || mayAuth(allowedAuth, route.id))),
       };
-      plan.check = check(plan);
       const result = await runChain(db, call.who, plan);
       return await respond(result, route, call.request.method === "HEAD");
     },
@@ -195,9 +185,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       const plan: ChainPlan = {
         middleware: middlewarePlan(chain, req),
         route: null,
-        pipelineCommit: allowedAuth === null || chain.every((r) => mayAuth(allowedAuth, r.id)),
       };
-      plan.check = check(plan);
       const result = await runChain(db, call.who, plan);
       return await respond(result, null, call.request.method === "HEAD");
     },
