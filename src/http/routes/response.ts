@@ -74,7 +74,8 @@ export function cookieHeader(name: string, spec: unknown, defaultMaxAge: number)
   const value = o.value === undefined || o.value === null ? "" : String(o.value);
   if (BAD.test(value)) throw new Error(`cookie ${name}: CR/LF in the value`);
   const parts = [`${name}=${encodeURIComponent(value)}`];
-  const maxAge = o.max_age ?? defaultMaxAge;
+  // `max_age: null` makes a session cookie (no Max-Age).
+  const maxAge = Object.hasOwn(o, "max_age") ? o.max_age : defaultMaxAge;
   if (maxAge !== null) {
     if (typeof maxAge !== "number" || !Number.isInteger(maxAge)) {
       throw new Error(`cookie ${name}: max_age must be an integer`);
