@@ -76,7 +76,9 @@ Deno.test("one round trip: begin, role, middleware, route, commit in one burst",
   const alice = cookie(
     await token({ role: "app_user", uid: "alice", iat: t, exp: t + 1800, auth_time: t }),
   );
-  const hit = await measure(() => fetch(srv.url + "/private/hit", { method: "POST", headers: alice }));
+  const hit = await measure(() =>
+    fetch(srv.url + "/private/hit", { method: "POST", headers: alice })
+  );
   // Two copies of `req` exceed postgres.js' 1 KiB write buffer, which it then flushes at once
   // without waiting for an answer; the proxy may see the server answer between the two writes.
   assert.ok(hit.bursts <= 2 * hit.n, `${hit.bursts} bursts`);

@@ -46,7 +46,10 @@ export function envelopeStatement(
     : `, 'deny', case when jsonb_typeof(r.resp) = 'object' and r.resp ? 'jwt' then ('${DENY}' || left(r.resp::text, 0))::int end`;
   const call = `(select json_build_object('resp', r.resp, 'content', r.content${stop}${deny}) ` +
     `from ${fnName(fn)}($1::text::jsonb) r limit 1)`;
-  return { sql: `select (case when ${STOP} then ${call} end)::text`, params: [JSON.stringify(req)] };
+  return {
+    sql: `select (case when ${STOP} then ${call} end)::text`,
+    params: [JSON.stringify(req)],
+  };
 }
 
 /** Whether an error is the marker of a refused jwt. */
@@ -71,7 +74,8 @@ function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; p
   if (t === "jsonb" || t === "json") return { expr: `$${n}::text::jsonb::${t}`, param: json };
   if (Array.isArray(value) && t.endsWith("[]")) {
     return {
-      expr: `(select coalesce(array_agg(x), '{}') from jsonb_array_elements_text($${n}::text::jsonb) x)::${t}`,
+      expr:
+        `(select coalesce(array_agg(x), '{}') from jsonb_array_elements_text($${n}::text::jsonb) x)::${t}`,
       param: json,
     };
   }

@@ -89,7 +89,9 @@ export function parseMethods(text: string): string[] {
     const m = raw.trim().toUpperCase();
     if (!m) continue;
     if (m === "HEAD") continue; // follows GET
-    if (!(METHODS as readonly string[]).includes(m)) throw new Error(`unknown method ${raw.trim()}`);
+    if (!(METHODS as readonly string[]).includes(m)) {
+      throw new Error(`unknown method ${raw.trim()}`);
+    }
     if (!out.includes(m)) out.push(m);
   }
   if (out.length === 0) throw new Error(`no method in "${text}"`);
@@ -162,7 +164,9 @@ function build(d: Declaration, schema: Schema, anonymousRole: string): Route {
   if (d.middleware) {
     if (!fullControl) {
       throw new Error(
-        `middleware ${signature(d.fn)} must take one jsonb argument and return (resp jsonb, content jsonb)`,
+        `middleware ${
+          signature(d.fn)
+        } must take one jsonb argument and return (resp jsonb, content jsonb)`,
       );
     }
     if (pattern.segments.some((s) => "param" in s)) {

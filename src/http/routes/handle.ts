@@ -153,8 +153,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       let statement: Statement;
       if (route.fullControl) {
         statement = envelopeStatement(route.fn, req, false, mayAuth(allowedAuth, route.id));
-      }
-      else {
+      } else {
         if (req.body !== null && (typeof req.body !== "object" || Array.isArray(req.body))) {
           throw new SvcError(
             "QUERY_INVALID",

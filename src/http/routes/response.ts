@@ -125,8 +125,10 @@ export async function buildResponse(
   // status
   let status = 200;
   if (r.status !== undefined && r.status !== null) {
-    if (typeof r.status !== "number" || !Number.isInteger(r.status) || r.status < 200 ||
-      r.status > 599) {
+    if (
+      typeof r.status !== "number" || !Number.isInteger(r.status) || r.status < 200 ||
+      r.status > 599
+    ) {
       throw malformed(who, `status ${JSON.stringify(r.status)} is not an integer HTTP status`);
     }
     status = r.status;
@@ -234,5 +236,9 @@ export function applyHttpResponse(envelope: unknown, ctx: ApplyContext): Promise
   if (!isObject(envelope)) throw malformed(ctx.authId, "the response is not an object");
   const { content, template_data, ...resp } = envelope;
   const template = resp.template ?? ctx.template ?? null;
-  return buildResponse(resp, template !== null && template_data !== undefined ? template_data : content, ctx);
+  return buildResponse(
+    resp,
+    template !== null && template_data !== undefined ? template_data : content,
+    ctx,
+  );
 }

@@ -86,7 +86,11 @@ Deno.test("same method + pattern: the later is deactivated with a warning naming
 
 Deno.test("configuration wins over the comment; a missing function is an error", () => {
   const s = schemaWith([fn("app", "f", { comment: "route:: path: /from-comment" })]);
-  const t = declareRoutes(s, { app: { f: cfgRoute({ path: "/from-config", method: "PUT" }) } }, ANON);
+  const t = declareRoutes(
+    s,
+    { app: { f: cfgRoute({ path: "/from-config", method: "PUT" }) } },
+    ANON,
+  );
   assert.deepEqual(t.routes.map((r) => [r.pattern.text, r.methods]), [["/from-config", ["PUT"]]]);
   assert.match(t.warnings[0], /ignored/);
   assert.throws(
@@ -163,7 +167,10 @@ Deno.test("matching: literal beats placeholder, HEAD follows GET, 405 lists Allo
   const p = matchRoute(t, "HEAD", "/u/h%C3%A9");
   assert.ok(p.kind === "route" && p.route.id === "app.byid");
   assert.deepEqual(p.params, { id: "hé" });
-  assert.deepEqual(matchRoute(t, "DELETE", "/u/1"), { kind: "method", allow: ["GET", "HEAD", "PUT"] });
+  assert.deepEqual(matchRoute(t, "DELETE", "/u/1"), {
+    kind: "method",
+    allow: ["GET", "HEAD", "PUT"],
+  });
   assert.deepEqual(matchRoute(t, "GET", "/u"), { kind: "none" });
   assert.deepEqual(matchRoute(t, "GET", "/u/1/x"), { kind: "none" });
   assert.deepEqual(matchRoute(t, "GET", "/u/%zz"), { kind: "none" });

@@ -32,12 +32,25 @@ const ctx = (o: Partial<ApplyContext> = {}): ApplyContext => ({
 });
 
 Deno.test("cookie defaults and overrides", () => {
-  assert.equal(cookieHeader("a", "x y", 100), "a=x%20y; Max-Age=100; Path=/; HttpOnly; Secure; SameSite=Lax");
   assert.equal(
-    cookieHeader("a", { value: "1", max_age: null, http_only: false, secure: false, same_site: "None", domain: "example.com" }, 100),
+    cookieHeader("a", "x y", 100),
+    "a=x%20y; Max-Age=100; Path=/; HttpOnly; Secure; SameSite=Lax",
+  );
+  assert.equal(
+    cookieHeader("a", {
+      value: "1",
+      max_age: null,
+      http_only: false,
+      secure: false,
+      same_site: "None",
+      domain: "example.com",
+    }, 100),
     "a=1; Path=/; Domain=example.com; SameSite=None",
   );
-  assert.equal(cookieHeader("a", null, 100), "a=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax");
+  assert.equal(
+    cookieHeader("a", null, 100),
+    "a=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax",
+  );
   assert.throws(() => cookieHeader("a b", "1", 100), /invalid cookie name/);
   assert.throws(() => cookieHeader("a", { value: "1", path: "/\r\nx" }, 100), /invalid path/);
   assert.throws(() => cookieHeader("a", { value: "1", same_site: "Sometimes" }, 100), /same_site/);
@@ -53,7 +66,9 @@ Deno.test("jwt object mints with service-set times; null clears; allowed_auth ga
   assert.ok(session);
   const set = response.headers.getSetCookie()[0];
   const claims = decodeJwt(set.slice(12, set.indexOf(";")));
-  assert.ok(claims.iat! >= t && claims.exp === claims.iat! + 600 && claims.auth_time === claims.iat);
+  assert.ok(
+    claims.iat! >= t && claims.exp === claims.iat! + 600 && claims.auth_time === claims.iat,
+  );
   assert.equal(claims.x, 1);
   const cleared = await buildResponse({ jwt: null }, null, ctx());
   assert.match(cleared.response.headers.get("set-cookie")!, /^accesstoken=; Max-Age=0/);
@@ -86,14 +101,18 @@ Deno.test("content: JSON by default, text with a non-JSON content type, HEAD has
 
 Deno.test("template through the render hook, with the nonce at it.nonce", async () => {
   let seen: unknown;
-  const r = await buildResponse({ template: "p.eta" }, { nonce: "forged", v: 1 }, ctx({
-    hooks: {
-      render: (name, it, nonce) => {
-        seen = { name, it, nonce };
-        return Promise.resolve(`<p>${nonce}</p>`);
+  const r = await buildResponse(
+    { template: "p.eta" },
+    { nonce: "forged", v: 1 },
+    ctx({
+      hooks: {
+        render: (name, it, nonce) => {
+          seen = { name, it, nonce };
+          return Promise.resolve(`<p>${nonce}</p>`);
+        },
       },
-    },
-  }));
+    }),
+  );
   const s = seen as { name: string; it: { nonce: string; v: number }; nonce: string };
   assert.equal(s.name, "p.eta");
   assert.equal(s.it.nonce, s.nonce);
