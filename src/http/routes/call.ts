@@ -233,12 +233,6 @@ function interpret(plan: ChainPlan, texts: (string | null)[]): ChainResult {
   return { kind: "simple", json: text };
 }
 
-/** Whether `resp` sets `jwt` (mint or clear). */
-export function setsJwt(resp: unknown): boolean {
-  return resp !== null && typeof resp === "object" && !Array.isArray(resp) &&
-    Object.hasOwn(resp, "jwt");
-}
-
 /** AUTH_JWT_NOT_ALLOWED for a function not matched by `http.functions.allowed_auth`. */
 export function jwtNotAllowed(id: string): SvcError {
   return new SvcError(
