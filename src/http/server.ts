@@ -77,7 +77,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
   app.use("*", async (c, next) => {
     const state = runtime.state;
     const path = c.req.path;
-    if (!state || path === "/auth" || path.startsWith("/auth/") || path.startsWith("/svc/health")) {
+    if (
+      !state || (state.routes.routes.length === 0 && state.routes.middleware.length === 0) ||
+      path === "/auth" || path.startsWith("/auth/") || path.startsWith("/svc/health")
+    ) {
       return await next();
     }
     const call = { request: c.req.raw, who: c.get("who"), anonymous: c.get("anonymous") };
