@@ -27,6 +27,8 @@ if (!configured) {
   stopCluster = () => cluster.stopSync();
   globalThis.addEventListener("unload", () => stopCluster());
   const uri = await loadChinook(cluster, "chinook");
+  // The demo application (accounts, /login, /logout, /me): README "Routes".
+  await cluster.psql(await Deno.readTextFile(`${root}demo/app.sql`), "chinook");
   flags.push(`--pg.uri=${uri}`);
   console.log(`svc dev: database ready at ${uri}`);
 }

@@ -346,6 +346,9 @@ function build(flat: Flat): Config {
       if (r.path.startsWith("/auth/") || r.path === "/auth") {
         throw new ConfigError(`route.${schema}.${fn}.path: the prefix /auth/ is reserved`);
       }
+      if (r.path === "/svc" || r.path.startsWith("/svc/")) {
+        throw new ConfigError(`route.${schema}.${fn}.path: the path /svc is reserved`);
+      }
     }
   }
   for (const [name, o] of Object.entries(cfg.openid)) {

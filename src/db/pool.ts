@@ -31,7 +31,7 @@ export interface RequestRole {
  * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
  * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
  */
-function prelude(
+export function prelude(
   conn: postgres.ReservedSql,
   who: RequestRole,
   statementTimeout: number,
@@ -55,7 +55,7 @@ const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claim
  * once the query settles, so a long request's signal does not keep every finished query (and its
  * rows) alive. Starts the query (postgres.js queries are lazy): call it in protocol order.
  */
-function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
+export function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
   q: Q,
   signal?: AbortSignal,
 ): Q {

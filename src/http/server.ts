@@ -14,6 +14,9 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import { routeHandler } from "./routes/handle.ts";
+import type { RouteHooks } from "./routes/request.ts";
+import { routeInfo } from "./routes/declare.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -31,6 +34,8 @@ export interface AppDeps {
   runtime: Runtime;
   sessions: Sessions;
   health: HealthProbe;
+  /** Template rendering and multipart decoding for declared routes (optional). */
+  routeHooks?: RouteHooks;
 }
 
 /** Builds the Hono application. */
@@ -71,6 +76,24 @@ export function createApp(deps: AppDeps): Hono<Env> {
     }
   });
 
+  // Declared routes, then middleware ahead of /svc and static files (DECISIONS.md §6).
+  const routes = routeHandler({ cfg, db, sessions, hooks: deps.routeHooks });
+  app.use("*", async (c, next) => {
+    const state = runtime.state;
+    const path = c.req.path;
+    if (
+      !state || (state.routes.routes.length === 0 && state.routes.middleware.length === 0) ||
+      path === "/auth" || path.startsWith("/auth/") || path.startsWith("/svc/health")
+    ) {
+      return await next();
+    }
+    const call = { request: c.req.raw, who: c.get("who"), anonymous: c.get("anonymous") };
+    const done = await routes.route(state, call) ?? await routes.ahead(state, call);
+    if (!done) return await next();
+    if (done.session) c.set("setCookie", null);
+    return done.response;
+  });
+
   app.onError((e, c) => {
     if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
       log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
@@ -106,7 +129,14 @@ export function createApp(deps: AppDeps): Hono<Env> {
 
   app.get("/svc/database.json", (c) => {
     const ctx = svcContext(c.get("anonymous"), c.get("who"));
-    return c.json(databaseJson(ctx.state.schema, ctx.who.role, ctx.state.wellknown.list()));
+    return c.json(
+      databaseJson(
+        ctx.state.schema,
+        ctx.who.role,
+        ctx.state.wellknown.list(),
+        routeInfo(ctx.state.routes),
+      ),
+    );
   });
 
   app.post("/svc", (c) => handlePost(svcContext(c.get("anonymous"), c.get("who")), c.req.raw));
