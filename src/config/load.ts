@@ -72,6 +72,7 @@ export interface Config {
       allow_rollback: boolean;
       statement_timeout: number;
       max_row_size: number;
+      max_joins: number;
     };
   };
   blacklist: {
@@ -85,6 +86,8 @@ export interface Config {
     cookies_max_age: number;
     max_body_size: number;
     max_part_count: number;
+    max_json_depth: number;
+    max_batch: number;
     static: { path?: string };
     upload: { dir?: string; max_size?: number };
     templates: { path: string };

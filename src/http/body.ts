@@ -59,3 +59,37 @@ export function decodeUtf8(bytes: Uint8Array): string {
 export async function readBodyText(req: Request, maxBytes: number): Promise<string> {
   return decodeUtf8(await readBodyBytes(req, maxBytes));
 }
+
+/**
+ * Parses JSON text (400 QUERY_INVALID when it is not JSON) and refuses values nested deeper than
+ * `maxDepth` arrays/objects (`http.max_json_depth`), checked iteratively so that a hostile body
+ * cannot exhaust the stack of anything that walks it later.
+ */
+export function parseJson(text: string, maxDepth: number): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
+      details: { pointer: "" },
+    });
+  }
+  if (Number.isFinite(maxDepth)) {
+    const stack: [unknown, number][] = [[value, 1]];
+    while (stack.length) {
+      const [v, d] = stack.pop()!;
+      if (v === null || typeof v !== "object") continue;
+      if (d > maxDepth) {
+        throw new SvcError(
+          "QUERY_INVALID",
+          `request body is nested deeper than ${maxDepth} levels (http.max_json_depth)`,
+          { details: { pointer: "", limit: "http.max_json_depth" } },
+        );
+      }
+      for (const x of Array.isArray(v) ? v : Object.values(v)) {
+        if (x !== null && typeof x === "object") stack.push([x, d + 1]);
+      }
+    }
+  }
+  return value;
+}

@@ -21,7 +21,7 @@ import { planWrite } from "../write/plan.ts";
 import { executeWrite } from "../write/execute.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
-import { readBodyText, requireJson } from "./body.ts";
+import { parseJson, readBodyText, requireJson } from "./body.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 
 /** What the handler needs per request. */
@@ -60,24 +60,29 @@ function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolve
     const wk = ctx.state.wellknown.get(name);
     return { node: wk.node, params: resolveParams(wk, query.params ?? {}, pointer) };
   }
-  return {
-    node: parseQuery(ctx.state.schema, query, {
-      maxDepth: ctx.cfg.pg.query.max_depth,
-      pointer,
-      role: ctx.who.role,
-    }),
-  };
+  const node = parseQuery(ctx.state.schema, query, {
+    maxDepth: ctx.cfg.pg.query.max_depth,
+    pointer,
+    role: ctx.who.role,
+  });
+  const max = ctx.cfg.pg.query.max_joins;
+  if (countJoins(node) > max) {
+    throw new SvcError(
+      "QUERY_INVALID",
+      `a query joins at most ${max} relations (pg.query.max_joins)`,
+      {
+        details: { pointer, limit: "pg.query.max_joins" },
+      },
+    );
+  }
+  return { node };
 }
 
-/** Parses a JSON body; QUERY_INVALID when it is not JSON. */
-export function parseJsonBody(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
-      details: { pointer: "" },
-    });
-  }
+/** Joins in a query tree, at every depth. */
+function countJoins(node: RelationNode): number {
+  let n = 0;
+  for (const j of node.joins) n += 1 + countJoins(j.node);
+  return n;
 }
 
 /** A compiled plain read and whether it fits one fetch batch. */
@@ -249,7 +254,14 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
   const key = text.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0P${text}` : undefined;
   const cached = key === undefined ? undefined : await cachedRead(ctx, key);
   if (cached) return cached;
-  const parsed = parseBody(parseJsonBody(text));
+  const parsed = parseBody(parseJson(text, ctx.cfg.http.max_json_depth));
+  if (parsed.kind === "batch" && parsed.items.length > ctx.cfg.http.max_batch) {
+    throw new SvcError(
+      "QUERY_INVALID",
+      `a batch holds at most ${ctx.cfg.http.max_batch} queries (http.max_batch)`,
+      { details: { pointer: "", limit: "http.max_batch" } },
+    );
+  }
   if (parsed.kind === "single") {
     const q = parsed.query;
     if (!q.complex && q.data === undefined && !q.rollback) {

@@ -149,7 +149,13 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       // The precheck: before a byte of the body is read.
       checkAccess(state, call, route);
       const req = buildRequest(call.request, url, m.params, call.who.claims, cfg.jwt.cookie_name);
-      req.body = await decodeBody(call.request, route, cfg.http.max_body_size, hooks);
+      req.body = await decodeBody(
+        call.request,
+        route,
+        cfg.http.max_body_size,
+        hooks,
+        cfg.http.max_json_depth,
+      );
       let statement: Statement;
       if (route.fullControl) {
         statement = envelopeStatement(route.fn, req, false, mayAuth(allowedAuth, route.id));

@@ -4,6 +4,7 @@
  * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
  * only through a hook (else 415).
  */
+import { decodeUtf8, parseJson, readBodyBytes } from "../body.ts";
 import { SvcError } from "../../errors.ts";
 import type { Route } from "./declare.ts";
 
@@ -28,39 +29,6 @@ export interface RouteRequest {
   cookies: Record<string, string>;
   body: unknown;
   jwt: Record<string, unknown> | null;
-}
-
-/** Reads the body bytes, at most `maxBytes` (413 HTTP_BODY_TOO_LARGE before buffering more). */
-export async function readBodyBytes(req: Request, maxBytes: number): Promise<Uint8Array> {
-  const tooLarge = () =>
-    new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
-  const len = Number(req.headers.get("content-length") ?? "NaN");
-  if (len > maxBytes) throw tooLarge();
-  const chunks: Uint8Array[] = [];
-  let n = 0;
-  if (req.body) {
-    for await (const c of req.body) {
-      n += c.length;
-      if (n > maxBytes) throw tooLarge();
-      chunks.push(c);
-    }
-  }
-  const buf = new Uint8Array(n);
-  let o = 0;
-  for (const c of chunks) {
-    buf.set(c, o);
-    o += c.length;
-  }
-  return buf;
-}
-
-/** Decodes strict UTF-8; invalid bytes are 400 QUERY_INVALID. */
-export function utf8(bytes: Uint8Array): string {
-  try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch {
-    throw new SvcError("QUERY_INVALID", "request body is not valid UTF-8");
-  }
 }
 
 /** Collects repeated keys into arrays: `a=1&a=2` → `{a: ["1", "2"]}`. */
@@ -95,6 +63,7 @@ export async function decodeBody(
   route: Route,
   maxBytes: number,
   hooks: RouteHooks,
+  maxDepth = Infinity,
 ): Promise<unknown> {
   const type = mediaType(req.headers.get("content-type"));
   if (type === "multipart/form-data") {
@@ -106,17 +75,8 @@ export async function decodeBody(
   if (req.method === "GET" || req.method === "HEAD") return null;
   const bytes = await readBodyBytes(req, maxBytes);
   if (bytes.length === 0) return null;
-  const text = utf8(bytes);
-  if (isJsonType(type)) {
-    try {
-      return JSON.parse(text);
-    } catch (e) {
-      throw new SvcError(
-        "QUERY_INVALID",
-        `request body is not valid JSON: ${(e as Error).message}`,
-      );
-    }
-  }
+  const text = decodeUtf8(bytes);
+  if (isJsonType(type)) return parseJson(text, maxDepth);
   if (type === "application/x-www-form-urlencoded") return collect(new URLSearchParams(text));
   if (type.startsWith("text/")) return text;
   throw new SvcError(
