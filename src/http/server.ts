@@ -13,6 +13,7 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -96,6 +97,17 @@ export function createApp(deps: AppDeps): Hono<Env> {
     const ctx = svcContext(c.get("anonymous"), c.get("who"));
     return c.json(databaseJson(ctx.state.schema, ctx.who.role, ctx.state.wellknown.list()));
   });
+
+  if (cfg.http.typescript.enable) {
+    app.get("/svc/database.ts", (c) => {
+      const ctx = svcContext(c.get("anonymous"), c.get("who"));
+      const url = new URL(c.req.url);
+      return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, c.req.header("if-none-match"));
+    });
+  }
+  if (cfg.typescript.helper_path) {
+    runtime.hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
+  }
 
   app.post("/svc", (c) => handlePost(svcContext(c.get("anonymous"), c.get("who")), c.req.raw));
   app.get(
