@@ -31,8 +31,7 @@ declare const SVC: unique symbol;
 export interface JoinSpec<T extends string, C extends Card, F extends string, Q> {
   readonly [SVC]: { t: T; c: C; f: F; q: Q };
 }
-// deno-lint-ignore no-explicit-any
-type AnyJoin = JoinSpec<string, Card, string, any>;
+type AnyJoin = JoinSpec<string, Card, string, unknown>;
 
 /** Write modes. */
 export type WriteMode = "insert" | "upsert" | "merge" | "merge-new" | "readonly";

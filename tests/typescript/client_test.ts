@@ -215,6 +215,7 @@ Deno.test("generated client: the typed-query file passes deno check; removing an
   try {
     const ok = await checkTypes(dir, TYPED_QUERIES);
     assert.ok(ok.success, ok.output);
+    assert.ok(ok.ms < 20_000, `deno check took ${Math.round(ok.ms)} ms`);
     // Every @ts-expect-error line is load-bearing: drop one (the get-marked write) and it fails.
     const broken = TYPED_QUERIES.replace(
       "// @ts-expect-error write of a get-marked column\n",
