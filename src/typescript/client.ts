@@ -47,50 +47,67 @@ type Cmp =
   | "not_in" | "between" | "is_null" | "is_not_null" | "@>" | "<@" | "&&" | "fts";
 type AggFn = "count" | "sum" | "avg" | "min" | "max" | "bool_and" | "bool_or" | "array_agg";
 
-/** An expression over names N (columns, computed fields) and join aliases J. */
-export type Expr<N extends string, J extends string> =
+/**
+ * An expression over names N (columns, computed fields) and join aliases J; X holds the forms
+ * that reach into joins ([".", alias, column] and ["agg", fn, [alias, column?]]), checked
+ * against each joined relation.
+ */
+export type Expr<N extends string, J extends string, X = never> =
   | N
   | number
   | boolean
   | null
   | readonly [string]
-  | readonly [".", N | J, string]
-  | readonly ["agg", AggFn, readonly [J] | readonly [J, unknown], unknown?]
-  | readonly ["cast", Expr<N, J>, string]
+  | X
+  | readonly [".", N, string]
+  | readonly ["cast", Expr<N, J, X>, string]
   | readonly ["$param", string, string?]
-  | readonly ["->" | "->>", Expr<N, J>, readonly [string] | number]
-  | readonly [Op, ...Expr<N, J>[]];
+  | readonly ["->" | "->>", Expr<N, J, X>, readonly [string] | number]
+  | readonly [Op, ...Expr<N, J, X>[]];
 
-type OrderTerm<N extends string, J extends string> =
-  | Expr<N, J>
-  | readonly ["asc" | "desc", Expr<N, J>, ("nulls_first" | "nulls_last")?];
+type OrderTerm<N extends string, J extends string, X> =
+  | Expr<N, J, X>
+  | readonly ["asc" | "desc", Expr<N, J, X>, ("nulls_first" | "nulls_last")?];
+
+/** The join-reaching expression forms allowed by a query's joins. */
+export type Refs<J> = {
+  [A in keyof J & string]: J[A] extends JoinSpec<infer T, infer C, string, unknown>
+    ? C extends "many" ? readonly [
+        "agg",
+        AggFn,
+        readonly [A] | readonly [A, (keyof Rel<T>["row"] & string) | readonly unknown[]],
+        unknown?,
+      ]
+    : readonly [".", A, keyof Rel<T>["row"] & string]
+    : never;
+}[keyof J & string];
 
 type Cols<E extends Ent> = keyof E["row"] & string;
 type Names<E extends Ent> = Cols<E> | (keyof E["cf"] & string);
 /** Aliases of the joins of a query. */
 export type JKeys<Q> = Q extends { join: infer J } ? keyof J & string : never;
 
-type SelectOf<E extends Ent, J extends string> =
+type SelectOf<E extends Ent, J extends string, X> =
   | "full"
   | "own"
   | readonly (Names<E> | J | "own")[]
   | {
     readonly [k: string]:
       | J
-      | Expr<Names<E>, J>
-      | readonly ["get", Expr<Names<E>, J>]
+      | Expr<Names<E>, J, X>
+      | readonly ["get", Expr<Names<E>, J, X>]
       | readonly ["set", Cols<E>];
   };
 
 /** A query on entry E whose join aliases are J. */
-export interface QueryFor<E extends Ent, J extends string> {
+export interface QueryFor<E extends Ent, J extends string, X = never> {
   schema?: string;
   alias?: string;
-  where?: Expr<Names<E>, J>;
+  where?: Expr<Names<E>, J, X>;
   join?: { readonly [alias: string]: AnyJoin };
-  select?: SelectOf<E, J>;
-  order_by?: readonly OrderTerm<Names<E>, J>[];
-  distinct_on?: readonly Expr<Names<E>, J>[];
+  select?: SelectOf<E, J, X>;
+  order_by?: readonly OrderTerm<Names<E>, J, X>[];
+  distinct_on?: readonly Expr<Names<E>, J, X>[];
   limit?: number;
   offset?: number;
   write_mode?: WriteMode;
@@ -103,7 +120,7 @@ type JoinDefOf<E extends Ent, K> = K extends keyof E["j"] ? E["j"][K] : never;
 /** The join builder scoped to entry E: one method per relation reachable through a foreign key. */
 export type Joins<E extends Ent> = {
   [K in keyof E["j"]]: JoinDefOf<E, K> extends { t: infer T extends string; c: infer C extends Card; f: infer F extends string }
-    ? <const Q extends QueryFor<Rel<T>, JKeys<Q>> = Record<never, never>>(
+    ? <const Q extends QueryFor<Rel<T>, JKeys<Q>, Refs<JoinsOf<Q>>> = Record<never, never>>(
       query?: Q | ((join: Joins<Rel<T>>) => Q),
     ) => JoinSpec<T, C, F, Q>
     : never;
@@ -420,7 +437,7 @@ function querier(query: Tree): Querier<never, never> {
 /** A read/write of a relation; query is a query object or a callback receiving the join builder. */
 export function relation<
   K extends keyof Relations & string,
-  const Q extends QueryFor<Relations[K], JKeys<Q>> = Record<never, never>,
+  const Q extends QueryFor<Relations[K], JKeys<Q>, Refs<JoinsOf<Q>>> = Record<never, never>,
 >(
   name: K,
   query?: Q | ((join: Joins<Relations[K]>) => Q),
@@ -431,7 +448,7 @@ export function relation<
 /** A read of a function's rows (named arguments); query as for relation(). */
 export function func<
   K extends keyof Functions & string,
-  const Q extends QueryFor<Functions[K]["e"], JKeys<Q>> = Record<never, never>,
+  const Q extends QueryFor<Functions[K]["e"], JKeys<Q>, Refs<JoinsOf<Q>>> = Record<never, never>,
 >(
   name: K,
   args: Functions[K]["args"],
