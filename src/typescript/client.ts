@@ -414,7 +414,7 @@ function resolve(key: string, q: unknown): Tree {
 }
 
 function tree(key: string, q: unknown): Tree {
-  const m = META.r[key];
+  const m = Object.hasOwn(META.r, key) ? META.r[key] : undefined;
   if (!m) throw new SvcError("QUERY_UNKNOWN_RELATION", 404, "unknown relation '" + key + "'");
   return { relation: m[1], schema: m[0], ...resolve(key, q) };
 }
@@ -454,7 +454,7 @@ export function func<
   args: Functions[K]["args"],
   query?: Q | ((join: Joins<Functions[K]["e"]>) => Q),
 ): Querier<Result<Functions[K]["e"], Q>, WriteRowOf<Functions[K]["e"], Q>> {
-  const m = META.f[name];
+  const m = Object.hasOwn(META.f, name) ? META.f[name] : undefined;
   if (!m) throw new SvcError("QUERY_UNKNOWN_RELATION", 404, "unknown function '" + name + "'");
   const q = typeof query === "function"
     ? (query as (j: unknown) => Q)(m[2] ? joinBuilder(m[2]) : {})
