@@ -145,7 +145,7 @@ type NameT<E extends Ent, J, K> = K extends keyof J ? JoinRes<J[K]>
   : K extends keyof E["cf"] ? E["cf"][K]
   : never;
 
-type DotT<E extends Ent, J, A, C> = A extends keyof J
+type DotT<J, A, C> = A extends keyof J
   ? J[A] extends JoinSpec<infer T, infer Cd, string, unknown>
     ? C extends keyof Rel<T>["row"]
       ? Cd extends "one" ? Rel<T>["row"][C] : Cd extends "maybe" ? Rel<T>["row"][C] | null : never
@@ -174,7 +174,7 @@ type ValT<E extends Ent, J, V> = V extends string ? NameT<E, J, V>
   : V extends boolean ? boolean
   : V extends null ? null
   : V extends readonly [string] ? string
-  : V extends readonly [".", infer A, infer C] ? DotT<E, J, A, C>
+  : V extends readonly [".", infer A, infer C] ? DotT<J, A, C>
   : V extends readonly ["agg", infer F, readonly [infer A, ...infer R], ...unknown[]]
     ? AggT<J, F, A, R extends readonly [infer X] ? X : never>
   : V extends readonly ["cast", unknown, infer T] ? CastT<T>
@@ -366,7 +366,7 @@ export async function send(body: unknown): Promise<unknown> {
       method: "POST",
       headers: { "content-type": "application/json", ...settings.headers },
       body: JSON.stringify(body),
-      credentials: settings.credentials,
+      ...(settings.credentials ? { credentials: settings.credentials } : {}),
     });
   } catch (e) {
     throw new SvcError("HTTP_FETCH_FAILED", 0, String((e as Error)?.message ?? e));
@@ -400,7 +400,7 @@ function joinBuilder(key: string): { [join: string]: (q?: unknown) => Tree } {
   let b = joinCache[key];
   if (!b) {
     b = {};
-    for (const [alias, [target, on]] of Object.entries(META.r[key][2])) {
+    for (const [alias, [target, on]] of Object.entries(META.r[key]?.[2] ?? {})) {
       b[alias] = (q?: unknown) => ({ ...tree(target, q), on });
     }
     joinCache[key] = b;

@@ -52,6 +52,16 @@ relation("secret.keys", { select: ["id", "k"] });
 relation("adult_person", (j) => ({ join: { pet: j.pet() } }));
 `;
 
+const STRICT = {
+  noUncheckedIndexedAccess: true,
+  exactOptionalPropertyTypes: true,
+  noImplicitOverride: true,
+  noUnusedLocals: true,
+  noUnusedParameters: true,
+  noImplicitReturns: true,
+  noPropertyAccessFromIndexSignature: true,
+};
+
 Deno.test("generator: kitchen fixture types, determinism, schemas", async () => {
   const uri = await emptyDb("kitchen_ts", fixture);
   const schema = await schemaOf(uri);
@@ -69,6 +79,15 @@ Deno.test("generator: kitchen fixture types, determinism, schemas", async () => 
     await Deno.writeTextFile(`${dir}/database.ts`, g.text);
     const r = await checkTypes(dir, USE, "use.ts");
     assert.ok(r.success, r.output);
+    // The file itself also passes under a project's strictest compiler options.
+    await Deno.writeTextFile(`${dir}/deno.json`, JSON.stringify({ compilerOptions: STRICT }));
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["check", "--quiet", "--config", `${dir}/deno.json`, `${dir}/database.ts`],
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(out.success, new TextDecoder().decode(out.stderr));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
