@@ -103,7 +103,8 @@ function entry(
   indent: string,
 ): string {
   const i2 = indent + "  ";
-  const row = columns.map((c) => `${i2}  ${key(c.name)}: ${columnType(schema, c)};`);
+  const doc = (c: Column) => c.comment ? `/** ${c.comment.replaceAll("*/", "* /")} */ ` : "";
+  const row = columns.map((c) => `${i2}  ${doc(c)}${key(c.name)}: ${columnType(schema, c)};`);
   const writable = columns.filter((c) => !c.generated);
   const w = writable.map((c) => `${i2}  ${key(c.name)}: ${columnType(schema, c, true)};`);
   const req = writable.filter((c) => c.mandatory).map((c) => c.name);
