@@ -19,6 +19,7 @@ const flags = [
   `--secrets.dir=${root}.tmp/secrets`,
   `--saml.certificate_path=${root}.tmp/secrets/saml.crt`,
   `--saml.private_key_path=${root}.tmp/secrets/saml.key`,
+  `--typescript.helper_path=${root}demo/database.ts`,
 ];
 let stopCluster = () => {};
 if (!configured) {

@@ -17,6 +17,7 @@ import { databaseJson } from "../typescript/json.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { routeInfo } from "./routes/declare.ts";
+import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -138,6 +139,17 @@ export function createApp(deps: AppDeps): Hono<Env> {
       ),
     );
   });
+
+  if (cfg.http.typescript.enable) {
+    app.get("/svc/database.ts", (c) => {
+      const ctx = svcContext(c.get("anonymous"), c.get("who"));
+      const url = new URL(c.req.url);
+      return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, c.req.header("if-none-match"));
+    });
+  }
+  if (cfg.typescript.helper_path) {
+    runtime.hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
+  }
 
   app.post("/svc", (c) => handlePost(svcContext(c.get("anonymous"), c.get("who")), c.req.raw));
   app.get(
