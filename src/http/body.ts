@@ -27,10 +27,19 @@ export async function readBodyBytes(req: Request, maxBytes: number): Promise<Uin
   if (!req.body) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let n = 0;
-  for await (const c of req.body) {
-    n += c.length;
-    if (n > maxBytes) throw tooLarge();
-    chunks.push(c);
+  try {
+    for await (const c of req.body) {
+      n += c.length;
+      if (n > maxBytes) throw tooLarge();
+      chunks.push(c);
+    }
+  } catch (e) {
+    if (e instanceof SvcError) throw e;
+    // A broken or malformed body stream (bad chunked encoding, client gone) is the client's.
+    throw new SvcError(
+      "QUERY_INVALID",
+      `the request body could not be read: ${(e as Error).message}`,
+    );
   }
   if (chunks.length === 1) return chunks[0];
   const buf = new Uint8Array(n);

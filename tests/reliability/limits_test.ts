@@ -30,6 +30,12 @@ async function server(): Promise<SvcProcess> {
   return svc;
 }
 
+/** Writes every byte (`Conn.write` may write fewer than given). */
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let o = 0;
+  while (o < bytes.length) o += await conn.write(bytes.subarray(o));
+}
+
 /** Sends raw bytes on a new TCP connection and returns the response head (status line). */
 async function rawRequest(
   url: string,
@@ -48,7 +54,7 @@ async function rawRequest(
     }
     return text;
   })();
-  await conn.write(new TextEncoder().encode(head));
+  await writeAll(conn, new TextEncoder().encode(head));
   await body(conn).catch(() => {}); // the server may close while we still send
   const text = await reply;
   try {
@@ -103,9 +109,9 @@ Deno.test({
         "transfer-encoding: chunked\r\n\r\n",
       async (conn) => {
         for (let i = 0; i < 1024; i++) {
-          await conn.write(sizeLine);
-          await conn.write(chunk);
-          await conn.write(crlf);
+          await writeAll(conn, sizeLine);
+          await writeAll(conn, chunk);
+          await writeAll(conn, crlf);
           sent += MiB;
         }
       },
@@ -175,7 +181,7 @@ Deno.test({
     try {
       for (let i = 0; i < 200; i++) {
         const c = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
-        await c.write(new TextEncoder().encode("POST /svc HTTP/1.1\r\nhost: x\r\ncontent-"));
+        await writeAll(c, new TextEncoder().encode("POST /svc HTTP/1.1\r\nhost: x\r\ncontent-"));
         idle.push(c);
       }
       const times: number[] = [];
