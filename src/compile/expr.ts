@@ -2,8 +2,9 @@
  * Expressions of the query tree (SPEC "Expressions"): names, literals, operators, casts, `.`,
  * `agg` and `$param`, resolved against a Scope.
  */
-import type { Column } from "../db/schema.ts";
-import { invalid } from "../errors.ts";
+import { type Column, hasSchemaUsage } from "../db/schema.ts";
+import { invalid, SvcError } from "../errors.ts";
+import { didYouMean } from "../util/suggest.ts";
 import type { Expr, JoinNode } from "./ast.ts";
 import {
   type Ctx,
@@ -93,7 +94,11 @@ export function resolveName(scope: Scope, name: string, pointer: string): Expr {
   if (scope.joins.has(name)) {
     throw invalid(pointer, `joined alias '${name}' is not a value here; use '.' or 'agg'`);
   }
-  throw unknownColumn(pointer, `unknown column '${name}'`);
+  const hint = didYouMean(name, [...scope.columns.keys(), ...scope.computed.keys()]);
+  throw unknownColumn(
+    pointer,
+    `unknown column '${name}'${hint || `; a string literal is written ${JSON.stringify([name])}`}`,
+  );
 }
 
 /** Parses one expression node. */
@@ -145,10 +150,13 @@ function parseOp(
       return parseParam(ctx, args, pointer);
   }
   const range = Object.hasOwn(OPS, op) ? OPS[op] : undefined;
-  if (!range) throw invalid(ptr(pointer, 0), `unknown operator '${op}'`);
+  if (!range) {
+    const hint = didYouMean(op, [...Object.keys(OPS), "arr", "cast", ".", "agg", "$param"]);
+    throw invalid(ptr(pointer, 0), `unknown operator '${op}'${hint}`);
+  }
   arity(op, args, range[0], range[1], pointer);
   const exprs = args.map((_, i) => sub(i));
-  if (op === "fts" && exprs.length === 3) checkRegLiteral(exprs[2], ptr(pointer, 3));
+  if (op === "fts" && exprs.length === 3) checkTsConfig(ctx, exprs[2], ptr(pointer, 3));
   if (op === "and" || op === "or" || op === "not") {
     exprs.forEach((e, i) => assertBoolean(e, ptr(pointer, i + 1)));
   }
@@ -163,6 +171,20 @@ export function checkRegLiteral(e: Expr, pointer: string): void {
   if (e.kind !== "literal" || e.value === null) return;
   if (typeof e.value !== "string" || /^\s*[-+]?\d+\s*$/.test(e.value)) {
     throw invalid(pointer, "expected a name (e.g. a text search configuration)");
+  }
+}
+
+/**
+ * An fts configuration literal must name an existing text search configuration (it is bound and
+ * cast to regconfig; a name PostgreSQL does not know would otherwise fail as 42704).
+ */
+function checkTsConfig(ctx: Ctx, e: Expr, pointer: string): void {
+  checkRegLiteral(e, pointer);
+  const known = ctx.schema.tsConfigs;
+  if (!known || e.kind !== "literal" || typeof e.value !== "string") return;
+  const name = e.value.trim();
+  if (!known.has(name) && !known.has(name.toLowerCase())) {
+    throw invalid(pointer, `unknown text search configuration '${e.value}'`);
   }
 }
 
@@ -213,7 +235,10 @@ function parseDot(
         throw invalid(ptr(pointer, 1), `'${base}' is an array join; use 'agg' to reach into it`);
       }
       const column = sourceColumns(join.node.source).find((c) => c.name === field);
-      if (!column) throw unknownColumn(ptr(pointer, 2), `unknown column '${field}' of '${base}'`);
+      if (!column) {
+        const hint = didYouMean(field, sourceColumns(join.node.source).map((c) => c.name));
+        throw unknownColumn(ptr(pointer, 2), `unknown column '${field}' of '${base}'${hint}`);
+      }
       return { kind: "joined", join, column };
     }
     if (!scope.columns.has(base) && base === scope.name && scope.columns.has(field)) {
@@ -257,7 +282,10 @@ function parseAgg(
   const alias = target[0];
   if (typeof alias !== "string") throw invalid(ptr(tp, 0), "expected a joined alias");
   const join = scope.joins.get(alias);
-  if (!join) throw unknownColumn(ptr(tp, 0), `unknown joined alias '${alias}'`);
+  if (!join) {
+    const hint = didYouMean(alias, scope.joins.keys());
+    throw unknownColumn(ptr(tp, 0), `unknown joined alias '${alias}'${hint}`);
+  }
   if (join.direction !== "incoming") {
     throw invalid(ptr(tp, 0), `'${alias}' is not an incoming (array) join`);
   }
@@ -298,17 +326,39 @@ function parseParam(ctx: Ctx, args: unknown[], pointer: string): Expr {
 }
 
 /**
- * Checks a cast target against the introspected types (an optional `(n[,m])` typmod and `[]`
- * suffixes allowed) and returns it in a form that is safe to put in SQL.
+ * Checks a cast target (an optional `(n[,m])` typmod and `[]` suffixes allowed) and returns it in
+ * a form that is safe to put in SQL. A target is an ordinary type (base, domain, enum, range, or
+ * an array of those) or the row type of a relation that is not blacklisted, in a schema the role
+ * may use; object identifier types (`oid`, `reg*`) are refused. Every refused or unknown target
+ * gets the same QUERY_UNKNOWN_TYPE answer, so a cast cannot tell whether something exists.
  */
 export function checkType(ctx: Ctx, v: unknown, pointer: string): string {
   if (typeof v !== "string") throw invalid(pointer, "expected a type name");
+  const unknown = () =>
+    new SvcError("QUERY_UNKNOWN_TYPE", `unknown type '${v}'`, { details: { pointer } });
   const m = /^(.+?)\s*(\(\s*\d{1,9}\s*(?:,\s*\d{1,9}\s*)?\))?((?:\[\])*)$/s.exec(v.trim());
-  if (!m) throw invalid(pointer, `unknown type '${v}'`);
-  const base = resolveTypeName(ctx.schema.typeNames, m[1]);
-  if (base === null) throw invalid(pointer, `unknown type '${v}'`);
+  if (!m) throw unknown();
+  const base = ctx.schema.castTargets
+    ? resolveCastTarget(ctx, m[1])
+    : resolveTypeName(ctx.schema.typeNames, m[1]);
+  if (base === null) throw unknown();
   const typmod = m[2] ? m[2].replaceAll(/\s/g, "") : "";
   return base + typmod + m[3];
+}
+
+/** The SQL spelling of a cast target from Schema.castTargets, or null (unknown or refused). */
+function resolveCastTarget(ctx: Ctx, name: string): string | null {
+  const targets = ctx.schema.castTargets!;
+  const lower = name.toLowerCase();
+  const alias = Object.hasOwn(TYPE_ALIASES, lower) ? TYPE_ALIASES[lower] : undefined;
+  const key = [name, lower, alias].find((n) => n !== undefined && targets.has(n));
+  if (key === undefined) return null;
+  const t = targets.get(key)!;
+  const role = ctx.opts.role;
+  if (t.schema !== "pg_catalog" && role !== undefined) {
+    if (!hasSchemaUsage(ctx.schema, role, t.schema)) return null;
+  }
+  return t.sql;
 }
 
 function resolveTypeName(names: Set<string>, name: string): string | null {

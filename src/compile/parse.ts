@@ -5,7 +5,9 @@
  * node in the request.
  */
 import type { Column, Func, Relation, Schema } from "../db/schema.ts";
-import { canExecute, canSelect, findFunctions, findRelation } from "../db/schema.ts";
+import { findFunctions, findRelation } from "../db/schema.ts";
+import { didYouMean } from "../util/suggest.ts";
+import { visibleFunctionNames, visibleRelationNames } from "./visible.ts";
 import { invalid, SvcError } from "../errors.ts";
 import type { JoinNode, RelationNode, Source, WriteMode } from "./ast.ts";
 import { assertBoolean, checkRegLiteral, parseExpr } from "./expr.ts";
@@ -129,10 +131,12 @@ function parseSource(
     if (tree.arguments !== undefined) {
       throw invalid(ptr(pointer, "arguments"), "arguments are only allowed with function");
     }
+    // No privilege check here: PostgreSQL's grants and RLS decide (SPEC: no authorization
+    // layer of svc's own); only blacklisted or absent relations are unknown.
     const relation = findRelation(ctx.schema, relName, ns);
-    const role = ctx.opts.role;
-    if (!relation || (role !== undefined && !canSelect(ctx.schema, role, relation))) {
-      throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown relation '${relName}'`, {
+    if (!relation) {
+      const hint = didYouMean(relName, visibleRelationNames(ctx.schema, ctx.opts.role, ns));
+      throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown relation '${relName}'${hint}`, {
         details: { pointer: ptr(pointer, "relation") },
       });
     }
@@ -154,11 +158,10 @@ function parseFunctionSource(
   fnName: string,
   ns: string | undefined,
 ): Source {
-  const role = ctx.opts.role;
-  const candidates = findFunctions(ctx.schema, fnName, ns)
-    .filter((f) => role === undefined || canExecute(ctx.schema, role, f));
+  const candidates = findFunctions(ctx.schema, fnName, ns);
   if (candidates.length === 0) {
-    throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown function '${fnName}'`, {
+    const hint = didYouMean(fnName, visibleFunctionNames(ctx.schema, ctx.opts.role, ns));
+    throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown function '${fnName}'${hint}`, {
       details: { pointer: ptr(pointer, "function") },
     });
   }
@@ -279,9 +282,13 @@ function matchJoin(
   const pairs: [string, string][] = [];
   for (const [c, pc] of Object.entries(on)) {
     if (typeof pc !== "string") throw invalid(ptr(pointer, c), "expected a parent column name");
-    if (!childCols.has(c)) throw unknownColumn(ptr(pointer, c), `unknown column '${c}'`);
+    if (!childCols.has(c)) {
+      const hint = didYouMean(c, childCols.keys());
+      throw unknownColumn(ptr(pointer, c), `unknown column '${c}'${hint}`);
+    }
     if (!parent.scope.columns.has(pc)) {
-      throw unknownColumn(ptr(pointer, c), `unknown column '${pc}'`);
+      const hint = didYouMean(pc, parent.scope.columns.keys());
+      throw unknownColumn(ptr(pointer, c), `unknown column '${pc}'${hint}`);
     }
     pairs.push([c, pc]);
   }
@@ -368,7 +375,12 @@ function parseOnConflict(scope: Scope, v: unknown, pointer: string): string[] {
   const seen = new Set<string>();
   v.forEach((c, i) => {
     if (typeof c !== "string") throw invalid(ptr(pointer, i), "expected a column name");
-    if (!scope.columns.has(c)) throw unknownColumn(ptr(pointer, i), `unknown column '${c}'`);
+    if (!scope.columns.has(c)) {
+      throw unknownColumn(
+        ptr(pointer, i),
+        `unknown column '${c}'${didYouMean(c, scope.columns.keys())}`,
+      );
+    }
     if (seen.has(c)) throw invalid(ptr(pointer, i), `duplicate column '${c}'`);
     seen.add(c);
   });

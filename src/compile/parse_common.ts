@@ -15,8 +15,8 @@ export interface ParseOptions {
   /** JSON pointer of the tree inside the request body (prefix of every error pointer). */
   pointer?: string;
   /**
-   * The request's role: when given, relations it may not SELECT and functions it may not
-   * EXECUTE are reported as unknown (QUERY_UNKNOWN_RELATION), as if absent.
+   * The request's role. Never used to refuse a query (PostgreSQL decides); it narrows "did you
+   * mean" suggestions and the cast targets (types in schemas it has no USAGE on are unknown).
    */
   role?: string;
 }

@@ -13,6 +13,8 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import { checkRole } from "./role.ts";
+import { schemaOids, visibleTo } from "../typescript/visible.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -83,18 +85,17 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const svcContext = (anonymous: boolean, who: RequestRole): SvcContext => {
     const state = runtime.state;
     if (!state) throw new SvcError("PG_UNAVAILABLE", "the database is not available yet");
-    if (anonymous && !state.anonymousExists) {
-      throw new SvcError("AUTH_ANONYMOUS_DISABLED", "anonymous access is disabled; log in first");
-    }
-    if (!anonymous && !state.schema.roles.has(who.role)) {
-      throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
-    }
+    checkRole(state, who, anonymous);
     return { cfg, db, state, who };
   };
 
-  app.get("/svc/database.json", (c) => {
+  app.get("/svc/database.json", async (c) => {
     const ctx = svcContext(c.get("anonymous"), c.get("who"));
-    return c.json(databaseJson(ctx.state.schema, ctx.who.role, ctx.state.wellknown.list()));
+    const schema = ctx.state.schema;
+    const visible = await db.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+    return c.json(
+      databaseJson(schema, ctx.who.role, ctx.state.wellknown.list(), new Map(), visible),
+    );
   });
 
   app.post("/svc", (c) => handlePost(svcContext(c.get("anonymous"), c.get("who")), c.req.raw));
