@@ -246,7 +246,9 @@ async function runOne(
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
   } else {
-    const plan = planWrite(r.node, q.data, `${pointer}/data`);
+    const plan = planWrite(r.node, q.data, `${pointer}/data`, {
+      readBack: q.returns !== "none",
+    });
     const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
     const sqlOut: unknown[] = [...wr.sql];
     const plans: unknown[] = [...wr.plans];
