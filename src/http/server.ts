@@ -39,6 +39,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const app = new Hono<Env>();
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
 
+  const handleError = (e: unknown, anonymous: boolean): Response => {
+    if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
+      log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
+    }
+    return errorResponse(e, errCtx(anonymous));
+  };
+
   // Access log, hold-during-reload, session resolution.
   app.use("*", async (c, next) => {
     const t0 = performance.now();
@@ -55,6 +62,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
         c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal: gate.signal });
       }
       await next();
+    } catch (e) {
+      // An error escaping the handlers (e.g. from notFound) becomes the response here, so that
+      // the Set-Cookie below and the access log see the status actually sent.
+      c.res = handleError(e, c.get("anonymous") ?? true);
     } finally {
       gate.leave();
       const setCookie = c.get("setCookie");
@@ -69,12 +80,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
     }
   });
 
-  app.onError((e, c) => {
-    if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
-      log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
-    }
-    return errorResponse(e, errCtx(c.get("anonymous") ?? true));
-  });
+  app.onError((e, c) => handleError(e, c.get("anonymous") ?? true));
 
   app.get("/svc/health", async (c) => {
     const ok = runtime.state !== null && await db.ping();
