@@ -110,10 +110,12 @@ export class Blacklist {
     this.#functions = new Map();
     merge(this.#relations, cfg.relations ?? {});
     merge(this.#functions, cfg.functions ?? {});
-    for (const [kind, entries, builtin] of [
-      ["relations", cfg.relations, this.#builtinRelations],
-      ["functions", cfg.functions, this.#builtinFunctions],
-    ] as const) {
+    for (
+      const [kind, entries, builtin] of [
+        ["relations", cfg.relations, this.#builtinRelations],
+        ["functions", cfg.functions, this.#builtinFunctions],
+      ] as const
+    ) {
       for (const [s, names] of Object.entries(entries ?? {})) {
         for (const [n, yn] of Object.entries(names)) {
           if (yn === "n" && lookup(builtin, s, n)) {
