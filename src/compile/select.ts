@@ -25,11 +25,21 @@ function parseOrderTerm(ctx: Ctx, scope: Scope, t: unknown, pointer: string): Or
     }
     return { expr: parseExpr(ctx, scope, t[1], ptr(pointer, 1), 0), dir: t[0], nulls };
   }
+  // `-name` is descending, as in the GET form (one grammar), unless `-name` is itself a column.
+  if (
+    typeof t === "string" && t.length > 1 && t.startsWith("-") && !scope.columns.has(t) &&
+    !scope.computed.has(t)
+  ) {
+    return { expr: parseExpr(ctx, scope, t.slice(1), pointer, 0), dir: "desc", nulls: null };
+  }
   return { expr: parseExpr(ctx, scope, t, pointer, 0), dir: "asc", nulls: null };
 }
 
 /** The expression of a raw order term (for the distinct_on prefix check). */
-function rawOrderExpr(t: unknown): unknown {
+function rawOrderExpr(t: unknown, scope: Scope): unknown {
+  if (typeof t === "string" && t.length > 1 && t.startsWith("-") && !scope.columns.has(t)) {
+    return t.slice(1);
+  }
   return Array.isArray(t) && t.length >= 2 && (t[0] === "asc" || t[0] === "desc") ? t[1] : t;
 }
 
@@ -47,7 +57,7 @@ export function parseDistinctOn(
   const order = Array.isArray(tree.order_by) ? tree.order_by : [];
   return v.map((e, i) => {
     parseExpr(ctx, scope, e, ptr(p, i), 0);
-    if (i >= order.length || !sameJson(rawOrderExpr(order[i]), e)) {
+    if (i >= order.length || !sameJson(rawOrderExpr(order[i], scope), e)) {
       throw new SvcError(
         "QUERY_DISTINCT_ON_NOT_PREFIX",
         "distinct_on must be a leading prefix of order_by",

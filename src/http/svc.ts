@@ -237,8 +237,8 @@ async function runOne(
         out.count = Number(c[0].count);
       }
       out.offset = r.node.offset ?? 0;
-      if (r.node.limit !== null) out.limit = r.node.limit;
     }
+    if (r.node.limit !== null) out.limit = r.node.limit; // SPEC: echoed whenever set
     if (q.query_plan) {
       out.query_plan = want.plan
         ? [await explain(tx, compiled.rows.sql, compiled.rows.params)]

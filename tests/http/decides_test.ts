@@ -193,6 +193,26 @@ Deno.test("fts configuration: unknown is 400 naming it; no client input is a 500
   }
 });
 
+Deno.test("order_by '-name' is descending in POST as in GET; limit is echoed whenever set", async () => {
+  const post = await srv.post("/svc", {
+    relation: "genre",
+    select: ["genre_id"],
+    order_by: ["-genre_id"],
+    limit: 2,
+  });
+  const get = await srv.get("/svc?relation=genre&select=genre_id&order_by=-genre_id&limit=2");
+  const a = JSON.parse(await expectStatus(post, 200));
+  assert.deepEqual(a, JSON.parse(await expectStatus(get, 200)));
+  assert.ok(a[0].genre_id > a[1].genre_id);
+  const env = await srv.post("/svc", {
+    query: { relation: "genre", select: ["genre_id"], limit: 2 },
+    sql: true,
+  });
+  const body = JSON.parse(await expectStatus(env, 200));
+  assert.equal(body.limit, 2);
+  assert.equal(body.result.length, 2);
+});
+
 Deno.test("teardown", async () => {
   await srv.stop();
   await stopDb();
