@@ -94,7 +94,11 @@ export function resolveName(scope: Scope, name: string, pointer: string): Expr {
   if (scope.joins.has(name)) {
     throw invalid(pointer, `joined alias '${name}' is not a value here; use '.' or 'agg'`);
   }
-  const hint = didYouMean(name, [...scope.columns.keys(), ...scope.computed.keys()]);
+  const hint = didYouMean(name, [
+    ...scope.columns.keys(),
+    ...scope.computed.keys(),
+    ...scope.joins.keys(),
+  ]);
   throw unknownColumn(
     pointer,
     `unknown column '${name}'${hint || `; a string literal is written ${JSON.stringify([name])}`}`,

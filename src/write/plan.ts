@@ -259,7 +259,7 @@ function newNode(
         `${q.pointer}/on_conflict`,
         `on_conflict (${
           conflict.join(", ")
-        }) is neither the primary key nor a unique constraint of ${table}`,
+        }) is neither the primary key nor a unique constraint or index of ${table}`,
       );
     }
   }

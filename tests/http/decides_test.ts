@@ -115,6 +115,12 @@ Deno.test("did you mean: relation, column and operator typos", async () => {
   assert.match(await expectStatus(col, 400, "QUERY_UNKNOWN_COLUMN"), /did you mean 'name'/);
   const lit = await srv.post("/svc", { relation: "artist", where: ["=", "name", "AC/DC"] });
   assert.match(await expectStatus(lit, 400, "QUERY_UNKNOWN_COLUMN"), /\[\\"AC\/DC\\"\]/);
+  const alias = await srv.post("/svc", {
+    relation: "album",
+    select: { singer: [".", "artsit", "name"] },
+    join: { artist: { relation: "artist", on: { artist_id: "artist_id" } } },
+  });
+  assert.match(await expectStatus(alias, 400, "QUERY_UNKNOWN_COLUMN"), /did you mean 'artist'/);
   const op = await srv.post("/svc", { relation: "artist", where: ["lke", "name", ["A%"]] });
   assert.match(await expectStatus(op, 400, "QUERY_INVALID"), /did you mean 'like'/);
 });
