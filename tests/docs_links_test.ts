@@ -37,3 +37,14 @@ Deno.test("README and docs link only inside the repository, and every link resol
     }
   }
 });
+
+Deno.test("README's configuration table marks every key without effect as planned", async () => {
+  const { KEYS } = await import("../src/config/keys.ts");
+  const { isPlanned } = await import("../src/config/planned.ts");
+  const readme = await Deno.readTextFile(new URL("README.md", root));
+  for (const k of KEYS) {
+    const row = readme.split("\n").find((l) => l.startsWith(`| \`${k.key}\``));
+    assert.ok(row, `no row for ${k.key}`);
+    assert.equal(row.includes("**planned**"), isPlanned(k.key), `${k.key}: ${row}`);
+  }
+});

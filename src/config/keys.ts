@@ -144,7 +144,8 @@ export const KEYS: KeySpec[] = [
   {
     key: "blacklist.relations.<schema>.<name>",
     kind: "yn",
-    doc: "`y` blacklists a relation (`*`: the whole schema), `n` removes a built-in entry.",
+    doc:
+      "`y` adds a relation to the blacklist (`*`: the whole schema); `n`: not listed by this configuration (never removes a built-in entry; that is warned about).",
   },
   { key: "blacklist.functions.<schema>.<name>", kind: "yn", doc: "Same for functions." },
   // http
