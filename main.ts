@@ -10,6 +10,7 @@ import { Database } from "./src/db/pool.ts";
 import { Runtime } from "./src/runtime.ts";
 import { createApp } from "./src/http/server.ts";
 import { installProcessGuard } from "./src/guard.ts";
+import { createSso } from "./src/sso/mod.ts";
 
 /** A running server. */
 export interface Server {
@@ -43,7 +44,8 @@ export async function start(cfg: Config): Promise<Server> {
     statementTimeout: cfg.pg.query.statement_timeout,
   });
   const runtime = new Runtime(cfg);
-  const app = createApp({ cfg, db, runtime, sessions });
+  const sso = createSso({ cfg, db, sessions, secret });
+  const app = createApp({ cfg, db, runtime, sessions, sso });
   const server = Deno.serve({
     hostname: cfg.http.host,
     port: cfg.http.port,
@@ -51,6 +53,7 @@ export async function start(cfg: Config): Promise<Server> {
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
   log.info("listening on {host}:{port}", { host: cfg.http.host, port });
+  void sso.start();
 
   let stopping = false;
   const ready = (async () => {

@@ -13,6 +13,7 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import type { Sso } from "../sso/mod.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -29,6 +30,8 @@ export interface AppDeps {
   db: Database;
   runtime: Runtime;
   sessions: Sessions;
+  /** Single sign-on endpoints under /auth/ (src/sso/mod.ts). */
+  sso?: Sso;
 }
 
 /** Builds the Hono application. */
@@ -104,6 +107,14 @@ export function createApp(deps: AppDeps): Hono<Env> {
   );
   app.all("/svc", () => {
     throw new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc");
+  });
+
+  // Single sign-on (src/sso/): the callback's own session cookie replaces a renewal.
+  app.all("/auth/*", async (c) => {
+    if (!deps.sso) throw new SvcError("HTTP_NOT_FOUND", "not found");
+    const out = await deps.sso.handle(c.req.raw, c.get("who"), c.get("anonymous"));
+    if (out.sessionCookieSet) c.set("setCookie", null);
+    return out.response;
   });
 
   app.notFound(() => {
