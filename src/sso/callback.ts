@@ -30,6 +30,8 @@ export interface Identity {
   claims: Record<string, unknown>;
   access_token?: string;
   refresh_token?: string;
+  /** SAML: the assertion's NameID (full text). */
+  name_id?: string | null;
 }
 
 /** The outcome: the response and whether it set (or cleared) the session cookie itself. */
