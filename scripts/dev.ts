@@ -7,7 +7,8 @@
  */
 import { loadChinook, startCluster } from "../src/db/cluster.ts";
 
-const args = [...Deno.args];
+const withOidc = Deno.args.includes("--with-oidc");
+const args = Deno.args.filter((a) => a !== "--with-oidc");
 const env = Deno.env.toObject();
 const configured = args.some((a) => a.startsWith("--pg.") || a.startsWith("--config")) ||
   Object.keys(env).some((k) => k.startsWith("SVC_PG__") || k === "SVC_CONFIG");
@@ -29,6 +30,12 @@ if (!configured) {
   const uri = await loadChinook(cluster, "chinook");
   flags.push(`--pg.uri=${uri}`);
   console.log(`svc dev: database ready at ${uri}`);
+  if (withOidc) await cluster.psql((await import("./dev_oidc.ts")).DEV_SSO_SQL, "chinook");
+}
+if (withOidc) {
+  // Optional local OpenID provider (scripts/dev_oidc.ts) and the `openid.dev` SSO entry.
+  const port = Number(args.find((a) => a.startsWith("--http.port="))?.split("=")[1] ?? 8080);
+  flags.push(...await (await import("./dev_oidc.ts")).startDevOidc(port));
 }
 const child = new Deno.Command(Deno.execPath(), {
   args: [
