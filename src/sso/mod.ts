@@ -10,9 +10,10 @@ import type { Sessions } from "../auth/session.ts";
 import { SvcError } from "../errors.ts";
 import { errorResponse } from "../http/errors.ts";
 import type { CallbackDeps, CallbackOutcome, RenderHook } from "./callback.ts";
-import { OidcEntry } from "./oidc.ts";
-import { SamlEntry } from "./saml.ts";
+import type { OidcEntry } from "./oidc.ts";
+import type { SamlEntry } from "./saml.ts";
 import { StateCookies } from "./state.ts";
+import { log } from "../log.ts";
 
 /** What the SSO endpoints need. */
 export interface SsoDeps {
@@ -53,19 +54,31 @@ export function createSso(deps: SsoDeps): Sso {
     render: deps.render,
   };
   const oidc = new Map<string, OidcEntry>();
-  for (const [name, e] of Object.entries(cfg.openid)) {
-    oidc.set(name, new OidcEntry(name, e, cfg, states, cb));
-  }
   const saml = new Map<string, SamlEntry>();
-  for (const [name, e] of Object.entries(cfg.saml)) {
-    if (name === "certificate_path" || name === "private_key_path") continue;
-    saml.set(name, new SamlEntry(name, e as Exclude<typeof e, string>, cfg, states, cb));
-  }
+  const samlEntries = Object.entries(cfg.saml).filter(([name]) =>
+    name !== "certificate_path" && name !== "private_key_path"
+  );
+  // The protocol libraries are loaded only when an entry uses them (they cost ~0.8 s to load).
+  const loaded = (async () => {
+    if (Object.keys(cfg.openid).length) {
+      const { OidcEntry } = await import("./oidc.ts");
+      for (const [name, e] of Object.entries(cfg.openid)) {
+        oidc.set(name, new OidcEntry(name, e, cfg, states, cb));
+      }
+    }
+    if (samlEntries.length) {
+      const { SamlEntry } = await import("./saml.ts");
+      for (const [name, e] of samlEntries) {
+        saml.set(name, new SamlEntry(name, e as Exclude<typeof e, string>, cfg, states, cb));
+      }
+    }
+  })();
 
   const route = async (
     req: Request,
     who: RequestRole,
   ): Promise<CallbackOutcome> => {
+    await loaded;
     const m = /^\/auth\/(oidc|saml)\/([^/]+)\/([a-z]+)$/.exec(new URL(req.url).pathname);
     if (!m) throw notFound();
     const [, protocol, rawName, action] = m;
@@ -97,6 +110,12 @@ export function createSso(deps: SsoDeps): Sso {
 
   return {
     async start() {
+      try {
+        await loaded;
+      } catch (e) {
+        log.error("sso: cannot load the protocol libraries: {reason}", { reason: String(e) });
+        return;
+      }
       await Promise.all([
         ...[...oidc.values()].map((e) => e.lazy.start()),
         ...[...saml.values()].map((e) => e.lazy.start()),
