@@ -127,7 +127,9 @@ export class SamlEntry {
     const acsUrl = `${base}/acs`;
     const sp = samlify.ServiceProvider({
       entityID: spEntityId,
-      authnRequestsSigned: this.entry.force_signed_requests,
+      // Signed when forced, or when the IdP's metadata asks for it.
+      authnRequestsSigned: this.entry.force_signed_requests ||
+        idp.entityMeta.isWantAuthnRequestsSigned(),
       wantAssertionsSigned: true,
       signingCert: keys.certificate,
       privateKey: keys.privateKey,

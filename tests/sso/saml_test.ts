@@ -21,6 +21,12 @@ const origin = `http://127.0.0.1:${svcPort}`;
 const acs = `${origin}/auth/saml/corp/acs`;
 const spEntityId = `${origin}/auth/saml/corp/metadata`;
 const tmp = await Deno.makeTempDir();
+// An entry whose own key is unusable (SSO_INTERNAL at login) and one with its own generated pair.
+await Deno.writeTextFile(`${tmp}/broken.crt`, (await generateSelfSigned("broken")).certificate);
+await Deno.writeTextFile(
+  `${tmp}/broken.key`,
+  "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n",
+);
 const srv = await startServer(uri, [
   `--http.port=${svcPort}`,
   `--http.public_host=127.0.0.1:${svcPort}`,
@@ -28,6 +34,13 @@ const srv = await startServer(uri, [
   `--saml.corp.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
   `--saml.certificate_path=${tmp}/saml.crt:${tmp}/elsewhere.crt`,
   `--saml.private_key_path=${tmp}/saml.key`,
+  `--saml.broken.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
+  `--saml.broken.certificate_path=${tmp}/broken.crt`,
+  `--saml.broken.private_key_path=${tmp}/broken.key`,
+  `--saml.own.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
+  `--saml.own.certificate_path=${tmp}/own.crt`,
+  `--saml.own.private_key_path=${tmp}/own.key`,
+  "--saml.own.force_signed_requests=false",
 ]);
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
 let idp: SamlIdp;
@@ -149,6 +162,21 @@ test("SP metadata: entity ID, ACS URL and the generated certificate, reused on l
   assert.equal((await Deno.stat(`${tmp}/saml.key`)).mode! & 0o777, 0o600);
   const again = await loadOrCreateSpKeys(`${tmp}/elsewhere.crt:${tmp}/saml.crt`, `${tmp}/saml.key`);
   assert.equal(again.certificate, pem, "reused, not regenerated");
+});
+
+test("an entry's own certificate is generated apart; an unusable key is 500 SSO_INTERNAL", async () => {
+  const res = await fetch(`${origin}/auth/saml/own/metadata`);
+  assert.equal(res.status, 200);
+  const xml = (await res.text()).replace(/\s/g, "");
+  const own = (await Deno.readTextFile(`${tmp}/own.crt`)).replace(/-----[^-]+-----|\s/g, "");
+  const shared = (await Deno.readTextFile(`${tmp}/saml.crt`)).replace(/-----[^-]+-----|\s/g, "");
+  assert.ok(xml.includes(own) && !xml.includes(shared));
+  // force_signed_requests=false, but the IdP metadata wants signed requests: signed anyway.
+  const login = await fetch(`${origin}/auth/saml/own/login`, { redirect: "manual" });
+  assert.equal(login.status, 303);
+  assert.ok(new URL(login.headers.get("location")!).searchParams.has("Signature"));
+  const broken = await fetch(`${origin}/auth/saml/broken/login`, { redirect: "manual" });
+  await refused(broken, 500, "SSO_INTERNAL");
 });
 
 test("a response without the state cookie (IdP-initiated) is accepted once, then a replay is refused", async () => {
