@@ -41,6 +41,10 @@ const srv = await startServer(uri, [
   "--openid.restricted.callback_function=public.sso_other",
   "--openid.show.callback_function=public.sso_show",
   `--secrets.dir=${secrets}`,
+  // Misconfigured: no client id in config or in <secrets.dir>/openid-nocreds.id.
+  `--openid.nocreds.issuer=http://127.0.0.1:${idpPort}`,
+  "--logging.level=warn",
+  "--logging.handler=json",
 ]);
 let idp: OidcIdp;
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
@@ -214,6 +218,34 @@ test("attack: ID token from another issuer → 502 SSO_INVALID_ID_TOKEN", async 
   }
 });
 
+test("a refusal is logged with the entry and the reason, never with the token", async () => {
+  const lines: string[] = [];
+  const original = { ...console };
+  for (const m of ["log", "info", "warn", "error", "debug"] as const) {
+    console[m] = (...a: unknown[]) => lines.push(a.map(String).join(" "));
+  }
+  let forged = "";
+  idp.tamper = async (body) => {
+    forged = body.id_token = await idp.forge(body.id_token as string, (c) => {
+      c.iss = "http://127.0.0.1:1/another-issuer";
+    });
+  };
+  try {
+    const jar = new Jar();
+    await refused(await jar.fetch(await toCallback(jar)), 502, "SSO_INVALID_ID_TOKEN");
+  } finally {
+    idp.tamper = null;
+    Object.assign(console, original);
+  }
+  const refusal = lines.find((l) => l.includes("login refused"));
+  assert.ok(refusal, lines.join("\n"));
+  assert.match(refusal, /openid\.main/);
+  assert.match(refusal, /SSO_INVALID_ID_TOKEN/);
+  assert.match(refusal, /iss/);
+  const all = lines.join("\n");
+  assert.ok(forged && !all.includes(forged) && !all.includes(forged.split(".")[2]));
+});
+
 test("attack: expired ID token → 502 SSO_INVALID_ID_TOKEN", async () => {
   idp.tamper = async (body) => {
     body.id_token = await idp.forge(body.id_token as string, (c) => {
@@ -317,6 +349,11 @@ test("a callback answering status, headers and content", async () => {
   assert.equal(res.headers.get("content-type"), "application/json");
   assert.equal(await res.json(), "alice@example.com");
   assert.equal(sessionSet(res), null);
+});
+
+test("a misconfigured entry stays 503 SSO_NOT_READY (reason logged), others work", async () => {
+  const res = await fetch(`${origin}/auth/oidc/nocreds/login`);
+  await refused(res, 503, "SSO_NOT_READY");
 });
 
 test("unknown entries and actions are 404, wrong methods 405", async () => {
