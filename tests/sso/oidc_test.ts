@@ -16,7 +16,7 @@ const uri = await emptyDb("sso", fixture);
 const svcPort = freePort();
 const idpPort = freePort();
 const origin = `http://127.0.0.1:${svcPort}`;
-const entries = ["main", "info", "restricted", "show"];
+const entries = ["main", "info", "restricted", "show", "tpl"];
 const entryFlags = (name: string) => [
   `--openid.${name}.issuer=http://127.0.0.1:${idpPort}`,
   `--openid.${name}.client_id=svc-test`,
@@ -40,6 +40,7 @@ const srv = await startServer(uri, [
   "--openid.info.scopes=openid,email",
   "--openid.restricted.callback_function=public.sso_other",
   "--openid.show.callback_function=public.sso_show",
+  "--openid.tpl.callback_function=public.sso_tpl",
   `--secrets.dir=${secrets}`,
   // Misconfigured: no client id in config or in <secrets.dir>/openid-nocreds.id.
   `--openid.nocreds.issuer=http://127.0.0.1:${idpPort}`,
@@ -349,6 +350,33 @@ test("a callback answering status, headers and content", async () => {
   assert.equal(res.headers.get("content-type"), "application/json");
   assert.equal(await res.json(), "alice@example.com");
   assert.equal(sessionSet(res), null);
+});
+
+test("a template answer without the template engine wired is 500 INTERNAL", async () => {
+  const jar = new Jar();
+  await refused(await jar.fetch(await toCallback(jar, "tpl")), 500, "INTERNAL");
+});
+
+test("attack: forged or foreign state cookie → 400 SSO_BAD_STATE", async () => {
+  const jar = new Jar();
+  const cb = await toCallback(jar);
+  const [h, p, sig] = jar.cookies.get("svc_sso")!.split(".");
+  const payload = JSON.parse(new TextDecoder().decode(
+    Uint8Array.from(atob(p.replaceAll("-", "+").replaceAll("_", "/")), (c) => c.charCodeAt(0)),
+  ));
+  payload.nonce = "attacker";
+  const forged = btoa(JSON.stringify(payload)).replaceAll("+", "-").replaceAll("/", "_")
+    .replaceAll("=", "");
+  jar.cookies.set("svc_sso", `${h}.${forged}.${sig}`);
+  await refused(await jar.fetch(cb), 400, "SSO_BAD_STATE");
+  // A state cookie of another entry.
+  const jar2 = new Jar();
+  const cb2 = await toCallback(jar2, "show");
+  const other = new Jar();
+  const res = await other.fetch(`${origin}/auth/oidc/main/login`);
+  await res.body?.cancel();
+  jar2.cookies.set("svc_sso", other.cookies.get("svc_sso")!);
+  await refused(await jar2.fetch(cb2), 400, "SSO_BAD_STATE");
 });
 
 test("a misconfigured entry stays 503 SSO_NOT_READY (reason logged), others work", async () => {
