@@ -12,6 +12,8 @@ import { cookieValues } from "../auth/session.ts";
 export const STATE_COOKIE = "svc_sso";
 /** Lifetime of a login's state, seconds. */
 export const STATE_TTL = 600;
+/** Consumed states remembered at most (until their expiry). */
+const MAX_USED = 100_000;
 
 /** What a login leaves for its callback. */
 export interface SsoState {
@@ -105,10 +107,16 @@ export class StateCookies {
     }
     const jti = String(payload.jti);
     const now = Math.floor(Date.now() / 1000);
-    for (const [k, exp] of this.#used) if (exp <= now) this.#used.delete(k);
+    // Oldest first (every state lives STATE_TTL): stop at the first one still valid.
+    for (const [k, exp] of this.#used) {
+      if (exp > now) break;
+      this.#used.delete(k);
+    }
     if (this.#used.has(jti)) {
       throw new SvcError("SSO_BAD_STATE", "this login state was already used");
     }
+    // Bounded: past the limit the oldest consumed states are forgotten (they expire soon anyway).
+    while (this.#used.size >= MAX_USED) this.#used.delete(this.#used.keys().next().value!);
     this.#used.set(jti, Number(payload.exp));
     return payload as unknown as SsoState;
   }
