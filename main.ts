@@ -7,6 +7,7 @@ import { configureLogging, log } from "./src/log.ts";
 import { loadSecret, SecretError } from "./src/auth/secret.ts";
 import { Sessions } from "./src/auth/session.ts";
 import { Database } from "./src/db/pool.ts";
+import { HealthProbe } from "./src/db/health.ts";
 import { Runtime } from "./src/runtime.ts";
 import { createApp } from "./src/http/server.ts";
 import { installProcessGuard } from "./src/guard.ts";
@@ -43,9 +44,10 @@ export async function start(cfg: Config): Promise<Server> {
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
   });
+  const health = new HealthProbe(connectionString(cfg));
   const runtime = new Runtime(cfg);
   const sso = createSso({ cfg, db, sessions, secret });
-  const app = createApp({ cfg, db, runtime, sessions, sso });
+  const app = createApp({ cfg, db, runtime, sessions, health, sso });
   const server = Deno.serve({
     hostname: cfg.http.host,
     port: cfg.http.port,
@@ -72,14 +74,14 @@ export async function start(cfg: Config): Promise<Server> {
     log.info("shutting down");
     const drained = server.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
-    log.info("shutdown: in-flight requests drained");
+    log.debug("shutdown: in-flight requests drained");
     // Requests were cancelled by the drain; never let one that ignores it keep the process up.
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([drained, new Promise((r) => (timer = setTimeout(r, 5000)))]);
     clearTimeout(timer);
-    log.info("shutdown: listener closed");
-    await db.close();
-    log.info("shutdown: pool closed");
+    log.debug("shutdown: listener closed");
+    await Promise.all([db.close(), health.close()]);
+    log.debug("shutdown: pool closed");
   };
   return { cfg, port, runtime, ready, shutdown };
 }

@@ -87,6 +87,26 @@ const POOL = Number(flags.pool);
 const CASE_IDS = flags.cases.split(",");
 const ROLE = "~anonymous";
 const CLAIMS = "null";
+/** The amplification probe's query: one top-level row holding 1,297² track objects. */
+const AMPLIFICATION = {
+  relation: "genre",
+  where: ["=", "genre_id", 1],
+  join: {
+    tracks: {
+      relation: "track",
+      on: { genre_id: "genre_id" },
+      limit: 1297,
+      join: {
+        g: {
+          relation: "genre",
+          on: { genre_id: "genre_id" },
+          join: { tracks: { relation: "track", on: { genre_id: "genre_id" }, limit: 1297 } },
+        },
+      },
+    },
+  },
+};
+
 /** Requests of the 100,000-row probe. */
 const PROBE_REQUESTS = 5;
 
@@ -379,6 +399,22 @@ async function main(): Promise<Report> {
         } ms, total ${big.total_ms.map((x) => x.toFixed(0))} ms, RSS ${
           big.baseline_rss_mb.toFixed(0)
         } → ${big.peak_rss_mb.toFixed(0)} MiB`,
+      );
+    }
+
+    // One row that multiplies: genre 1 → 1,297 tracks → their genre → 1,297 tracks each
+    // (1.7 M track objects, ≈ 600 MB of JSON). PostgreSQL refuses the row over
+    // pg.query.max_row_size before sending it; svc's RSS must stay flat (issue: +580 MiB before).
+    let amplification: BigProbe | undefined;
+    if (selected.some((c) => c.id === "big_read")) {
+      log("amplification probe: one oversized row (expect 400 QUERY_RESULT_TOO_LARGE, flat RSS)");
+      amplification = await probeBig(svcUrl, JSON.stringify(AMPLIFICATION), svcPid, 1);
+      log(
+        `  status ${amplification.status}, ${
+          amplification.total_ms.map((x) => x.toFixed(0))
+        } ms, RSS ${amplification.baseline_rss_mb.toFixed(0)} → ${
+          amplification.peak_rss_mb.toFixed(0)
+        } MiB`,
       );
     }
 
@@ -684,6 +720,7 @@ async function main(): Promise<Report> {
       },
       data: counts,
       cases,
+      amplification,
       peer: peerReport,
       problems,
     };

@@ -20,6 +20,7 @@ const flags = [
   `--secrets.dir=${root}.tmp/secrets`,
   `--saml.certificate_path=${root}.tmp/secrets/saml.crt`,
   `--saml.private_key_path=${root}.tmp/secrets/saml.key`,
+  `--typescript.helper_path=${root}demo/database.ts`,
 ];
 let stopCluster = () => {};
 if (!configured) {
@@ -28,6 +29,8 @@ if (!configured) {
   stopCluster = () => cluster.stopSync();
   globalThis.addEventListener("unload", () => stopCluster());
   const uri = await loadChinook(cluster, "chinook");
+  // The demo application (accounts, /login, /logout, /me): README "Routes".
+  await cluster.psql(await Deno.readTextFile(`${root}demo/app.sql`), "chinook");
   flags.push(`--pg.uri=${uri}`);
   console.log(`svc dev: database ready at ${uri}`);
   if (withOidc) await cluster.psql((await import("./dev_oidc.ts")).DEV_SSO_SQL, "chinook");

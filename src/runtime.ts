@@ -10,6 +10,7 @@ import { introspect } from "./db/introspect.ts";
 import type { Schema } from "./db/schema.ts";
 import { loadWellKnown, type Registry } from "./wellknown/mod.ts";
 import { log } from "./log.ts";
+import { declareRoutes, type RouteTable } from "./http/routes/declare.ts";
 
 /** Everything a request reads, swapped as one value. */
 export interface AppState {
@@ -17,6 +18,8 @@ export interface AppState {
   wellknown: Registry;
   /** Whether `pg.query.anonymous_role` exists (else anonymous access is disabled). */
   anonymousExists: boolean;
+  /** Declared routes and middleware, rebuilt with the schema. */
+  routes: RouteTable;
   loadedAt: Date;
 }
 
@@ -134,7 +137,9 @@ export async function buildState(cfg: Config): Promise<AppState> {
       role: cfg.pg.query.anonymous_role,
     });
   }
-  return { schema, wellknown, anonymousExists, loadedAt: new Date() };
+  const routes = declareRoutes(schema, cfg.route, cfg.pg.query.anonymous_role);
+  for (const w of routes.warnings) log.warn("routes: {message}", { message: w });
+  return { schema, wellknown, anonymousExists, routes, loadedAt: new Date() };
 }
 
 /** Runs `reload.cmd` with `sh -c` under a timeout; throws on failure or timeout. */

@@ -89,6 +89,8 @@ export interface Report {
   config: Record<string, unknown>;
   data: Record<string, number>;
   cases: CaseResult[];
+  /** The one-oversized-row probe (pg.query.max_row_size). */
+  amplification?: BigProbe;
   peer: {
     name: string;
     runtime: string;
@@ -167,6 +169,19 @@ export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
     text: "100,000-row read: svc RSS growth < 64 MB",
     results: [{ connections: 1, value: growth, met: growth === null ? null : growth < 64 }],
     met: growth === null ? null : growth < 64,
+  });
+  const amp = r.amplification;
+  const ampGrowth = amp ? amp.growth_mb : null;
+  const ampOk = amp ? amp.status.every((st) => st === 400) : null;
+  targets.push({
+    id: "amplification_rss",
+    text: "one row of 1,297² track objects: 400 QUERY_RESULT_TOO_LARGE, svc RSS growth < 200 MiB",
+    results: [{
+      connections: 1,
+      value: ampGrowth,
+      met: ampGrowth === null ? null : ampGrowth < 200 && ampOk === true,
+    }],
+    met: ampGrowth === null ? null : ampGrowth < 200 && ampOk === true,
   });
   const ttfb = big && big.ttfb_ms.length ? median(big.ttfb_ms) : null;
   const cold = big && big.ttfb_ms.length ? big.ttfb_ms[0] : null;
@@ -342,6 +357,19 @@ export function renderMarkdown(r: Report): string {
         `${f1(big.peak_rss_mb)} | ${f1(big.growth_mb)} |`,
       "",
       `Peak measured by ${big.peak_method}.`,
+      "",
+    );
+  }
+
+  const amp = r.amplification;
+  if (amp) {
+    L.push("## One oversized row (amplifying joins), pg.query.max_row_size", "");
+    L.push(
+      "| status | total ms | RSS before MiB | peak RSS MiB | growth MiB |",
+      "|---|---:|---:|---:|---:|",
+      `| ${[...new Set(amp.status)].join(", ")} | ${amp.total_ms.map(ms).join(" / ")} | ${
+        f1(amp.baseline_rss_mb)
+      } | ${f1(amp.peak_rss_mb)} | ${f1(amp.growth_mb)} |`,
       "",
     );
   }

@@ -135,6 +135,12 @@ export const KEYS: KeySpec[] = [
       "Per-request statement timeout in milliseconds, set inside each request's transaction (0: no limit); expiry is 504 PG_57014.",
   },
   {
+    key: "pg.query.max_joins",
+    kind: "int",
+    default: 50,
+    doc: "Most joins one query tree may hold, at every depth (400 QUERY_INVALID beyond).",
+  },
+  {
     key: "pg.query.max_row_size",
     kind: "int",
     default: 67108864,
@@ -182,6 +188,19 @@ export const KEYS: KeySpec[] = [
     kind: "int",
     default: 100,
     doc: "Max multipart parts per declared-route request.",
+  },
+  {
+    key: "http.max_json_depth",
+    kind: "int",
+    default: 64,
+    doc:
+      "Deepest nesting of arrays/objects a JSON request body may have (400 QUERY_INVALID beyond).",
+  },
+  {
+    key: "http.max_batch",
+    kind: "int",
+    default: 100,
+    doc: "Most queries one batch (a JSON array on POST /svc) may hold (400 QUERY_INVALID beyond).",
   },
   {
     key: "http.static.path",

@@ -72,6 +72,7 @@ export interface Config {
       allow_rollback: boolean;
       statement_timeout: number;
       max_row_size: number;
+      max_joins: number;
     };
   };
   blacklist: {
@@ -86,6 +87,8 @@ export interface Config {
     cookies_max_age: number;
     max_body_size: number;
     max_part_count: number;
+    max_json_depth: number;
+    max_batch: number;
     static: { path?: string };
     upload: { dir?: string; max_size?: number };
     templates: { path: string };
@@ -346,6 +349,9 @@ function build(flat: Flat): Config {
       }
       if (r.path.startsWith("/auth/") || r.path === "/auth") {
         throw new ConfigError(`route.${schema}.${fn}.path: the prefix /auth/ is reserved`);
+      }
+      if (r.path === "/svc" || r.path.startsWith("/svc/")) {
+        throw new ConfigError(`route.${schema}.${fn}.path: the path /svc is reserved`);
       }
     }
   }

@@ -31,7 +31,7 @@ export interface RequestRole {
  * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
  * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
  */
-function prelude(
+export function prelude(
   conn: postgres.ReservedSql,
   who: RequestRole,
   statementTimeout: number,
@@ -55,7 +55,7 @@ const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claim
  * once the query settles, so a long request's signal does not keep every finished query (and its
  * rows) alive. Starts the query (postgres.js queries are lazy): call it in protocol order.
  */
-function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
+export function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
   q: Q,
   signal?: AbortSignal,
 ): Q {
@@ -82,8 +82,6 @@ export interface RequestTx extends Tx {
   send(sql: string): void;
 }
 
-const DEBUG = Deno.env.get("DEBUGPOOL") === "1";
-let DEBUG_URI: string | undefined;
 /** Pool limits (DECISIONS.md §8). */
 export interface PoolOptions {
   /** Connections for requests (`pg.pool_size`). */
@@ -103,50 +101,73 @@ interface Lease {
 }
 
 /**
- * A counting semaphore whose waiters give up after a timeout: requests queue here, not inside
- * postgres.js (whose queue cannot drop a waiter), so a wait is bounded and leaves nothing behind.
+ * The request pool: `size` single-connection postgres.js clients and a free list of them.
+ * Requests queue here, never inside postgres.js: each client is reserved by at most one request at
+ * a time, so postgres.js never queues a waiter of ours (its queue cannot drop one that gave up,
+ * and its reconnect paths mishandle queued reservations), every wait is bounded and cancellable,
+ * and a client whose connection died reconnects on its next use instead of being handed out dead.
  */
-class Slots {
-  #free: number;
-  #waiters: (() => void)[] = [];
-  constructor(readonly size: number) {
-    this.#free = size;
+export class Database {
+  readonly #clients: postgres.Sql[];
+  readonly #free: postgres.Sql[];
+  readonly #waiters: ((client: postgres.Sql) => void)[] = [];
+  readonly #poolTimeoutMs: number;
+  readonly #connectTimeoutMs: number;
+  /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
+  readonly statementTimeout: number;
+
+  /** Opens a lazy pool (`opts` or just its size); nothing connects before the first request. */
+  constructor(uri: string, opts: PoolOptions | number) {
+    const o = typeof opts === "number" ? { size: opts } : opts;
+    this.#poolTimeoutMs = (o.poolTimeout ?? 5) * 1000;
+    this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
+    this.statementTimeout = o.statementTimeout ?? 0;
+    this.#clients = Array.from({ length: Math.max(1, o.size) }, () =>
+      postgres(uri, {
+        max: 1,
+        prepare: true,
+        onnotice: () => {},
+        connection: { application_name: "svc" },
+        idle_timeout: 60,
+        connect_timeout: o.connectTimeout ?? 5,
+        // Reconnect at once when the database is back (the default backs off up to 20 s).
+        backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
+      }));
+    this.#free = [...this.#clients];
   }
 
-  /** Connections in use. */
-  get inUse(): number {
-    return this.size - this.#free;
+  /** Pool figures for health and metrics. */
+  stats(): { size: number; in_use: number; waiting: number } {
+    return {
+      size: this.#clients.length,
+      in_use: this.#clients.length - this.#free.length,
+      waiting: this.#waiters.length,
+    };
   }
 
-  /** Requests waiting for a connection. */
-  get waiting(): number {
-    return this.#waiters.length;
-  }
-
-  /** Takes a slot, waiting at most `ms`; rejects with PG_POOL_EXHAUSTED after that. */
-  take(ms: number, signal?: AbortSignal): Promise<void> {
-    if (this.#free > 0) {
-      this.#free--;
-      return Promise.resolve();
-    }
+  /** Takes a free client, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). */
+  #take(signal?: AbortSignal): Promise<postgres.Sql> {
+    const free = this.#free.pop();
+    if (free) return Promise.resolve(free);
     return new Promise((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
       };
-      const grant = () => {
+      const grant = (client: postgres.Sql) => {
         done();
-        resolve();
+        resolve(client);
       };
-      const give_up = (e: unknown) => {
+      const giveUp = (e: unknown) => {
         done();
         const i = this.#waiters.indexOf(grant);
         if (i >= 0) this.#waiters.splice(i, 1);
         reject(e);
       };
-      const onAbort = () => give_up(signal!.reason);
+      const onAbort = () => giveUp(signal!.reason);
+      const ms = this.#poolTimeoutMs;
       const timer = setTimeout(() =>
-        give_up(
+        giveUp(
           new SvcError(
             "PG_POOL_EXHAUSTED",
             `no database connection became free within ${ms / 1000} s`,
@@ -157,46 +178,11 @@ class Slots {
     });
   }
 
-  /** Gives a slot back (to the longest waiter, if any). */
-  give(): void {
+  /** Returns a client to the longest waiter, or to the free list. */
+  #give(client: postgres.Sql): void {
     const next = this.#waiters.shift();
-    if (next) next();
-    else this.#free++;
-  }
-}
-
-/** The request pool. */
-export class Database {
-  readonly sql: postgres.Sql;
-  readonly #slots: Slots;
-  readonly #poolTimeoutMs: number;
-  readonly #connectTimeoutMs: number;
-  /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
-  readonly statementTimeout: number;
-
-  /** Opens a lazy pool (`opts` or just its size). */
-  constructor(uri: string, opts: PoolOptions | number) {
-    DEBUG_URI = uri;
-    const o = typeof opts === "number" ? { size: opts } : opts;
-    this.#slots = new Slots(o.size);
-    this.#poolTimeoutMs = (o.poolTimeout ?? 5) * 1000;
-    this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
-    this.statementTimeout = o.statementTimeout ?? 0;
-    this.sql = postgres(uri, {
-      max: o.size,
-      prepare: true,
-      onnotice: () => {},
-      connection: { application_name: "svc" },
-      idle_timeout: 60,
-      connect_timeout: o.connectTimeout ?? 5,
-      // Reconnect quickly once the database is back (the default backs off up to 20 s).
-      backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
-    });
-  }
-
-  /** Pool figures for health and metrics. */
-  stats(): { size: number; in_use: number; waiting: number } {
-    return { size: this.#slots.size, in_use: this.#slots.inUse, waiting: this.#slots.waiting };
+    if (next) next(client);
+    else this.#free.push(client);
   }
 
   /**
@@ -205,34 +191,17 @@ export class Database {
    * PG_UNAVAILABLE). A connection that arrives after its request gave up goes straight back.
    */
   async acquire(signal?: AbortSignal): Promise<Lease> {
-    const T0 = performance.now();
-    await this.#slots.take(this.#poolTimeoutMs, signal);
-    const T1 = performance.now();
-    const reserving = this.sql.reserve();
-    if (DEBUG) {
-      reserving.then(() => {
-        const d = performance.now() - T1;
-        if (d > 300) {
-          console.error(
-            `DEBUG reserve took ${Math.round(d)} ms (slot wait ${Math.round(T1 - T0)})`,
-          );
-        }
-      }, (e) =>
-        console.error(
-          `DEBUG reserve failed after ${Math.round(performance.now() - T1)} ms: ${e.code}`,
-        ));
-    }
+    const client = await this.#take(signal);
+    const reserving = client.reserve();
     let timer: ReturnType<typeof setTimeout> | undefined;
+    const ms = this.#connectTimeoutMs;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () =>
           reject(
-            new SvcError(
-              "PG_UNAVAILABLE",
-              `the database did not answer within ${this.#connectTimeoutMs / 1000} s`,
-            ),
+            new SvcError("PG_UNAVAILABLE", `the database did not answer within ${ms / 1000} s`),
           ),
-        this.#connectTimeoutMs,
+        ms,
       );
     });
     try {
@@ -244,12 +213,15 @@ export class Database {
           if (released) return;
           released = true;
           conn.release();
-          this.#slots.give();
+          this.#give(client);
         },
       };
     } catch (e) {
-      reserving.then((c) => c.release(), () => {});
-      this.#slots.give();
+      // The client is free again only once its pending reservation settles (never two at once).
+      reserving.then((c) => {
+        c.release();
+        this.#give(client);
+      }, () => this.#give(client));
       throw e;
     } finally {
       clearTimeout(timer);
@@ -305,19 +277,9 @@ export class Database {
     }
   }
 
-  /** Whether the database answers. */
-  async ping(): Promise<boolean> {
-    try {
-      await this.sql`select 1`;
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   /** Closes the pool, waiting up to `timeout` seconds for queries in flight. */
-  close(timeout = 5): Promise<void> {
-    return this.sql.end({ timeout });
+  async close(timeout = 5): Promise<void> {
+    await Promise.all(this.#clients.map((c) => c.end({ timeout })));
   }
 }
 
@@ -371,26 +333,7 @@ export async function readJson(
 ): Promise<Uint8Array | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
   const lease = await db.acquire(who.signal);
-  if (DEBUG) {
-    const T = performance.now();
-    let done = false;
-    setTimeout(async () => {
-      if (done) return;
-      const probe = postgres(DEBUG_URI!, { max: 1, onnotice: () => {} });
-      const rows = await probe.unsafe(
-        "select pid, state, wait_event, left(query, 40) q, backend_start, now() - state_change age from pg_stat_activity where application_name = 'svc'",
-      ).catch((e) => [String(e)]);
-      await probe.end();
-      console.error(`DEBUG readJson stuck 1.5s after acquire: ${JSON.stringify(rows)}`);
-    }, 1500);
-    lease.conn.unsafe("select 1").then(() => {
-      done = true;
-      const d = performance.now() - T;
-      if (d > 300) console.error(`DEBUG select1 ${Math.round(d)}`);
-    }, () => {
-      done = true;
-    });
-  }
+
   const conn = lease.conn;
   if (opts.small) {
     // Known to fit one batch (limit or unique key): begin, role, query, commit in one burst.

@@ -4,6 +4,7 @@
  * anything else is INTERNAL. In dev mode generic errors carry the database text and a stack.
  */
 import { SvcError } from "../errors.ts";
+import { rowTooLarge } from "../compile/rowsize.ts";
 
 /** What the mapping needs to know about the request. */
 export interface ErrorContext {
@@ -80,6 +81,14 @@ function convert(e: unknown, ctx: ErrorContext): SvcError {
   if (e instanceof SvcError) return e;
   if (isPgError(e)) {
     const code = e.code!;
+    const tooLarge = rowTooLarge(e);
+    if (tooLarge !== null) {
+      return new SvcError(
+        "QUERY_RESULT_TOO_LARGE",
+        `one answer row is ${tooLarge} bytes, more than pg.query.max_row_size allows; narrow the ` +
+          "query (select, where, limit on joins)",
+      );
+    }
     if (CONNECTION_CODES.has(code)) {
       return withDb(new SvcError("PG_UNAVAILABLE", "the database is unavailable"), e, ctx);
     }

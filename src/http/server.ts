@@ -3,7 +3,8 @@
  * request, the /svc endpoints, health and database.json. Routes, static files and SSO plug in
  * here as they land.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import type { HealthProbe } from "../db/health.ts";
 import type { Config } from "../config/load.ts";
 import type { Database, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
@@ -13,6 +14,10 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import { routeHandler } from "./routes/handle.ts";
+import type { RouteHooks } from "./routes/request.ts";
+import { routeInfo } from "./routes/declare.ts";
+import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
 import type { Sso } from "../sso/mod.ts";
 
 /** Per-request values shared between middleware and handlers. */
@@ -30,6 +35,9 @@ export interface AppDeps {
   db: Database;
   runtime: Runtime;
   sessions: Sessions;
+  health: HealthProbe;
+  /** Template rendering and multipart decoding for declared routes (optional). */
+  routeHooks?: RouteHooks;
   /** Single sign-on endpoints under /auth/ (src/sso/mod.ts). */
   sso?: Sso;
 }
@@ -49,11 +57,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
     try {
       const session = await sessions.resolve(c.req.header("cookie") ?? null);
       c.set("setCookie", session.setCookie);
+      // A client that goes away cancels its statement, as reload and shutdown do.
+      const signal = AbortSignal.any([gate.signal, c.req.raw.signal]);
       if (session.claims) {
-        c.set("who", { role: session.claims.role, claims: session.claims, signal: gate.signal });
+        c.set("who", { role: session.claims.role, claims: session.claims, signal });
         c.set("anonymous", false);
       } else {
-        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal: gate.signal });
+        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal });
       }
       await next();
     } finally {
@@ -70,6 +80,24 @@ export function createApp(deps: AppDeps): Hono<Env> {
     }
   });
 
+  // Declared routes, then middleware ahead of /svc and static files (DECISIONS.md §6).
+  const routes = routeHandler({ cfg, db, sessions, hooks: deps.routeHooks });
+  app.use("*", async (c, next) => {
+    const state = runtime.state;
+    const path = c.req.path;
+    if (
+      !state || (state.routes.routes.length === 0 && state.routes.middleware.length === 0) ||
+      path === "/auth" || path.startsWith("/auth/") || path.startsWith("/svc/health")
+    ) {
+      return await next();
+    }
+    const call = { request: c.req.raw, who: c.get("who"), anonymous: c.get("anonymous") };
+    const done = await routes.route(state, call) ?? await routes.ahead(state, call);
+    if (!done) return await next();
+    if (done.session) c.set("setCookie", null);
+    return done.response;
+  });
+
   app.onError((e, c) => {
     if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
       log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
@@ -77,10 +105,18 @@ export function createApp(deps: AppDeps): Hono<Env> {
     return errorResponse(e, errCtx(c.get("anonymous") ?? true));
   });
 
-  app.get("/svc/health", async (c) => {
-    const ok = runtime.state !== null && await db.ping();
-    return c.json({ status: ok ? "ok" : "unavailable" }, ok ? 200 : 503);
-  });
+  // Health never waits for the request pool: live needs no database, ready asks through the
+  // probe's own connection within 1 s.
+  app.get("/svc/health/live", (c) => c.json({ status: "ok" }));
+  const ready = async (c: Context<Env>) => {
+    const ok = runtime.state !== null && await deps.health.ready();
+    return c.json(
+      { status: ok ? "ok" : "unavailable", loaded: runtime.state !== null, pool: db.stats() },
+      ok ? 200 : 503,
+    );
+  };
+  app.get("/svc/health/ready", ready);
+  app.get("/svc/health", ready);
 
   /** The state and role for a query request, enforcing anonymous-access rules. */
   const svcContext = (anonymous: boolean, who: RequestRole): SvcContext => {
@@ -97,17 +133,38 @@ export function createApp(deps: AppDeps): Hono<Env> {
 
   app.get("/svc/database.json", (c) => {
     const ctx = svcContext(c.get("anonymous"), c.get("who"));
-    return c.json(databaseJson(ctx.state.schema, ctx.who.role, ctx.state.wellknown.list()));
+    return c.json(
+      databaseJson(
+        ctx.state.schema,
+        ctx.who.role,
+        ctx.state.wellknown.list(),
+        routeInfo(ctx.state.routes),
+      ),
+    );
   });
+
+  if (cfg.http.typescript.enable) {
+    app.get("/svc/database.ts", (c) => {
+      const ctx = svcContext(c.get("anonymous"), c.get("who"));
+      const url = new URL(c.req.url);
+      return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, c.req.header("if-none-match"));
+    });
+  }
+  if (cfg.typescript.helper_path) {
+    runtime.hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
+  }
 
   app.post("/svc", (c) => handlePost(svcContext(c.get("anonymous"), c.get("who")), c.req.raw));
   app.get(
     "/svc",
     (c) => handleGet(svcContext(c.get("anonymous"), c.get("who")), new URL(c.req.url)),
   );
-  app.all("/svc", () => {
-    throw new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc");
-  });
+  app.all("/svc", (c) =>
+    errorResponse(
+      new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc"),
+      errCtx(c.get("anonymous") ?? true),
+      { allow: "GET, HEAD, POST" },
+    ));
 
   // Single sign-on (src/sso/): the callback's own session cookie replaces a renewal.
   app.all("/auth/*", async (c) => {

@@ -21,6 +21,8 @@ import { planWrite } from "../write/plan.ts";
 import { executeWrite } from "../write/execute.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
+import { parseJson, readBodyText, requireJson } from "./body.ts";
+import { capRowSize } from "../compile/rowsize.ts";
 
 /** What the handler needs per request. */
 export interface SvcContext {
@@ -58,49 +60,29 @@ function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolve
     const wk = ctx.state.wellknown.get(name);
     return { node: wk.node, params: resolveParams(wk, query.params ?? {}, pointer) };
   }
-  return {
-    node: parseQuery(ctx.state.schema, query, {
-      maxDepth: ctx.cfg.pg.query.max_depth,
-      pointer,
-      role: ctx.who.role,
-    }),
-  };
+  const node = parseQuery(ctx.state.schema, query, {
+    maxDepth: ctx.cfg.pg.query.max_depth,
+    pointer,
+    role: ctx.who.role,
+  });
+  const max = ctx.cfg.pg.query.max_joins;
+  if (countJoins(node) > max) {
+    throw new SvcError(
+      "QUERY_INVALID",
+      `a query joins at most ${max} relations (pg.query.max_joins)`,
+      {
+        details: { pointer, limit: "pg.query.max_joins" },
+      },
+    );
+  }
+  return { node };
 }
 
-/** Reads the body text under `http.max_body_size` (413 before buffering more than that). */
-export async function readBodyText(req: Request, maxBytes: number): Promise<string> {
-  const tooLarge = () =>
-    new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
-  const len = Number(req.headers.get("content-length") ?? "NaN");
-  if (len > maxBytes) throw tooLarge();
-  if (Number.isFinite(len)) return await req.text(); // the length is known and within bounds
-  const chunks: Uint8Array[] = [];
+/** Joins in a query tree, at every depth. */
+function countJoins(node: RelationNode): number {
   let n = 0;
-  if (req.body) {
-    for await (const c of req.body) {
-      n += c.length;
-      if (n > maxBytes) throw tooLarge();
-      chunks.push(c);
-    }
-  }
-  const buf = new Uint8Array(n);
-  let o = 0;
-  for (const c of chunks) {
-    buf.set(c, o);
-    o += c.length;
-  }
-  return new TextDecoder().decode(buf);
-}
-
-/** Parses a JSON body; QUERY_INVALID when it is not JSON. */
-export function parseJsonBody(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
-      details: { pointer: "" },
-    });
-  }
+  for (const j of node.joins) n += 1 + countJoins(j.node);
+  return n;
 }
 
 /** A compiled plain read and whether it fits one fetch batch. */
@@ -148,7 +130,7 @@ function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): R
 /** A plain read answered from raw JSON rows: one round trip, streamed when large. */
 async function plainRead(ctx: SvcContext, r: Resolved, cacheKey?: string): Promise<Response> {
   const stmt: CachedRead = {
-    ...compileRead(r.node, { params: r.params }).rows,
+    ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
     small: isSmall(r.node),
   };
   if (cacheKey !== undefined) readCache.set(cacheKey, stmt);
@@ -229,7 +211,8 @@ async function runOne(
   if (q.rollback) tx.send("savepoint svc_rollback");
   if (!isWrite) {
     const compiled = compileRead(r.node, { params: r.params, count: want.count });
-    const rows = parseRows(await tx.query(compiled.rows.sql, compiled.rows.params));
+    const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);
+    const rows = parseRows(await tx.query(capped.sql, capped.params));
     if (q.returns !== "none") out.result = rows;
     if (q.count) {
       if (want.count && compiled.count) {
@@ -252,7 +235,8 @@ async function runOne(
     const plans: unknown[] = [...wr.plans];
     if (q.returns !== "none") {
       const back = compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys });
-      out.result = parseRows(await tx.query(back.rows.sql, back.rows.params));
+      const capped = capRowSize(back.rows, ctx.cfg.pg.query.max_row_size);
+      out.result = parseRows(await tx.query(capped.sql, capped.params));
       if (want.sql) sqlOut.push({ path: [], select: back.rows.sql });
     }
     if (q.stats) out.stats = want.stats ? wr.stats : [];
@@ -265,11 +249,19 @@ async function runOne(
 
 /** POST /svc. */
 export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
+  requireJson(req);
   const text = await readBodyText(req, ctx.cfg.http.max_body_size);
   const key = text.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0P${text}` : undefined;
   const cached = key === undefined ? undefined : await cachedRead(ctx, key);
   if (cached) return cached;
-  const parsed = parseBody(parseJsonBody(text));
+  const parsed = parseBody(parseJson(text, ctx.cfg.http.max_json_depth));
+  if (parsed.kind === "batch" && parsed.items.length > ctx.cfg.http.max_batch) {
+    throw new SvcError(
+      "QUERY_INVALID",
+      `a batch holds at most ${ctx.cfg.http.max_batch} queries (http.max_batch)`,
+      { details: { pointer: "", limit: "http.max_batch" } },
+    );
+  }
   if (parsed.kind === "single") {
     const q = parsed.query;
     if (!q.complex && q.data === undefined && !q.rollback) {

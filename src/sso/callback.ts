@@ -3,16 +3,13 @@
  * callback payload and result") in one transaction as the browser's role (anonymous when it has
  * no session), and turns its HttpResponse-shaped jsonb into an HTTP response: `jwt` object mints
  * the session (gated by `http.functions.allowed_auth`), `jwt: null` clears it, `redirect` → 303,
- * `status`, `headers`, `content` as JSON, `template`/`template_data` through a render hook.
- * Kept small so it can later share the declared routes' response code.
+ * `status`, `headers`, `cookies`, `content` as JSON, `template`/`template_data` through the routes'
+ * render hook: the same code as declared routes (`applyHttpResponse`).
  */
 import type { Database, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
-import { SvcError } from "../errors.ts";
-import { log } from "../log.ts";
-
-/** Renders a template with data (wired by the lead with the routes' templates). */
-export type RenderHook = (template: string, data: unknown) => Promise<string> | string;
+import { applyHttpResponse } from "../http/routes/response.ts";
+import type { RouteHooks } from "../http/routes/request.ts";
 
 /** What the callback needs from the application. */
 export interface CallbackDeps {
@@ -20,7 +17,12 @@ export interface CallbackDeps {
   sessions: Sessions;
   /** `http.functions.allowed_auth` (unset: unrestricted). */
   allowedAuth?: string;
-  render?: RenderHook;
+  /** `jwt.cookie_name` (a callback cannot set it through `cookies`). */
+  sessionCookieName: string;
+  /** `http.cookies_max_age`. */
+  cookiesMaxAge: number;
+  /** The routes' hooks (template rendering); without a renderer a template is 500 INTERNAL. */
+  hooks?: RouteHooks;
 }
 
 /** The SPEC payload's identity part. */
@@ -68,74 +70,19 @@ export async function runCallback(
   return await applyResult(deps, fn, rows[0]?.r);
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** Turns the callback's jsonb result into the HTTP response. */
+/** Turns the callback's jsonb result into the HTTP response (the routes' single envelope). */
 export async function applyResult(
   deps: CallbackDeps,
   fn: string,
   result: unknown,
 ): Promise<CallbackOutcome> {
-  const r = isObject(result) ? result : {};
-  const headers = new Headers();
-  if (isObject(r.headers)) {
-    for (const [k, v] of Object.entries(r.headers)) {
-      if (v !== null && v !== undefined) headers.set(k, String(v));
-    }
-  }
-  let sessionCookieSet = false;
-  if (Object.hasOwn(r, "jwt")) {
-    if (deps.allowedAuth !== undefined && !new RegExp(deps.allowedAuth).test(fn)) {
-      throw new SvcError("AUTH_JWT_NOT_ALLOWED", `${fn} is not allowed to set jwt`);
-    }
-    if (r.jwt === null) {
-      headers.append("set-cookie", deps.sessions.clearCookie());
-      sessionCookieSet = true;
-    } else if (isObject(r.jwt)) {
-      let minted;
-      try {
-        minted = await deps.sessions.mint(r.jwt);
-      } catch (e) {
-        log.error("sso callback {fn} returned an unusable jwt: {reason}", {
-          fn,
-          reason: (e as Error).message,
-        });
-        throw new SvcError("INTERNAL", "the callback returned an unusable jwt");
-      }
-      headers.append("set-cookie", deps.sessions.cookie(minted.token));
-      sessionCookieSet = true;
-    }
-  }
-  let status = typeof r.status === "number" && r.status >= 200 && r.status <= 599
-    ? Math.trunc(r.status)
-    : undefined;
-  if (typeof r.redirect === "string" && r.redirect !== "") {
-    headers.set("location", r.redirect);
-    status ??= 303;
-  }
-  let body: string | null = null;
-  const template = typeof r.template === "string" ? r.template : undefined;
-  if (template !== undefined) {
-    if (!deps.render) {
-      log.error("sso callback {fn} asked for template {template}, but templates are not wired", {
-        fn,
-        template,
-      });
-      throw new SvcError("INTERNAL", "template rendering is not available");
-    }
-    body = await deps.render(template, r.template_data ?? r.content ?? null);
-    if (!headers.has("content-type")) headers.set("content-type", "text/html; charset=utf-8");
-  } else if (r.content !== undefined && r.content !== null) {
-    const ct = headers.get("content-type");
-    if (ct && !/json/i.test(ct) && typeof r.content === "string") body = r.content;
-    else {
-      body = JSON.stringify(r.content);
-      if (!ct) headers.set("content-type", "application/json");
-    }
-  }
-  status ??= body === null ? 204 : 200;
-  if (status === 204 || status === 304) body = null;
-  return { response: new Response(body, { status, headers }), sessionCookieSet };
+  const applied = await applyHttpResponse(result ?? null, {
+    sessions: deps.sessions,
+    sessionCookieName: deps.sessionCookieName,
+    cookiesMaxAge: deps.cookiesMaxAge,
+    authId: fn,
+    allowedAuth: deps.allowedAuth === undefined ? null : new RegExp(deps.allowedAuth),
+    hooks: deps.hooks,
+  });
+  return { response: applied.response, sessionCookieSet: applied.session };
 }

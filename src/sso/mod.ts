@@ -9,7 +9,8 @@ import type { Database, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
 import { SvcError } from "../errors.ts";
 import { errorResponse } from "../http/errors.ts";
-import type { CallbackDeps, CallbackOutcome, RenderHook } from "./callback.ts";
+import type { CallbackDeps, CallbackOutcome } from "./callback.ts";
+import type { RouteHooks } from "../http/routes/request.ts";
 import type { OidcEntry } from "./oidc.ts";
 import type { SamlEntry } from "./saml.ts";
 import { StateCookies } from "./state.ts";
@@ -22,7 +23,8 @@ export interface SsoDeps {
   sessions: Sessions;
   /** The session secret (the state cookie's key is derived from it). */
   secret: Uint8Array;
-  render?: RenderHook;
+  /** The declared routes' hooks (template rendering for callback results). */
+  hooks?: RouteHooks;
 }
 
 /** The mounted SSO endpoints. */
@@ -51,7 +53,9 @@ export function createSso(deps: SsoDeps): Sso {
     db: deps.db,
     sessions: deps.sessions,
     allowedAuth: cfg.http.functions.allowed_auth,
-    render: deps.render,
+    sessionCookieName: cfg.jwt.cookie_name,
+    cookiesMaxAge: cfg.http.cookies_max_age,
+    hooks: deps.hooks,
   };
   const oidc = new Map<string, OidcEntry>();
   const saml = new Map<string, SamlEntry>();

@@ -23,7 +23,11 @@ Deno.test("database unreachable at startup: health 503, retries, then serves", a
   const svc = await spawnSvc([`--pg.uri=postgres://postgres@127.0.0.1:${port}/postgres`]);
   try {
     await svc.waitHealthy(20000, 503);
-    const r = await fetch(`${svc.url}/svc`, { method: "POST", body: '{"relation":"album"}' });
+    const r = await fetch(`${svc.url}/svc`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"relation":"album"}',
+    });
     assert.equal(r.status, 503);
     assert.equal(r.headers.get("x-svc-errorcode"), "PG_UNAVAILABLE");
     await r.body?.cancel();
@@ -56,7 +60,11 @@ Deno.test("SIGUSR1 reloads: a new table and a new well-known query appear", asyn
   const svc = await spawnSvc([`--pg.uri=${uri}`, `--pg.query.wellknown_path=${wk}`]);
   try {
     await svc.waitHealthy();
-    const before = await fetch(`${svc.url}/svc`, { method: "POST", body: '{"relation":"gadget"}' });
+    const before = await fetch(`${svc.url}/svc`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"relation":"gadget"}',
+    });
     assert.equal(before.status, 404);
     await before.body?.cancel();
     await psql(
@@ -75,7 +83,11 @@ Deno.test("SIGUSR1 reloads: a new table and a new well-known query appear", asyn
     const end = Date.now() + 10000;
     let rows: unknown = null;
     while (Date.now() < end) {
-      const r = await fetch(`${svc.url}/svc`, { method: "POST", body: '{"relation":"gadget"}' });
+      const r = await fetch(`${svc.url}/svc`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"relation":"gadget"}',
+      });
       if (r.status === 200) {
         rows = await r.json();
         break;
@@ -105,6 +117,7 @@ Deno.test("requests running across three reloads never fail", async () => {
       while (!stop) {
         const r = await fetch(`${svc.url}/svc`, {
           method: "POST",
+          headers: { "content-type": "application/json" },
           body: JSON.stringify({
             relation: "artist",
             where: ["<", "artist_id", 4],
@@ -158,6 +171,7 @@ Deno.test("reload.cmd outliving reload.timeout fails the reload; the old state k
     assert.match(svc.output(), /signal.{0,4} reload failed.*timed out after 1 s/);
     const r = await fetch(`${svc.url}/svc`, {
       method: "POST",
+      headers: { "content-type": "application/json" },
       body: '{"relation":"genre","limit":1}',
     });
     assert.equal(r.status, 200);

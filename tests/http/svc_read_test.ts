@@ -347,6 +347,7 @@ Deno.test("clients that disconnect mid-stream give their connections back", asyn
     const ac = new AbortController();
     const res = await fetch(`${srv.url}/svc`, {
       method: "POST",
+      headers: { "content-type": "application/json" },
       body: JSON.stringify({ relation: "big", order_by: ["id"] }),
       signal: ac.signal,
     });

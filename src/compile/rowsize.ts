@@ -1,0 +1,32 @@
+/**
+ * The answer-row size cap (`pg.query.max_row_size`): a compiled read is wrapped so that PostgreSQL
+ * itself refuses a row larger than the cap before sending it, so svc never buffers one (postgres.js
+ * reads a whole DataRow message into memory). The refusal is a data error whose text carries a
+ * marker; `rowTooLarge` recognises it and the HTTP layer answers 400 QUERY_RESULT_TOO_LARGE (or
+ * ends a stream that already started with an error).
+ */
+import type { Statement } from "./ast.ts";
+
+const MARKER = "svc:row_too_large:";
+
+/**
+ * Wraps a read whose rows are one JSON column `j`. The failing branch depends on the row, so the
+ * planner cannot fold it into a constant error at plan time.
+ */
+export function capRowSize(stmt: Statement, maxBytes: number): Statement {
+  if (!(maxBytes > 0)) return stmt;
+  const n = Math.floor(maxBytes);
+  const size = `octet_length("svc_r"."j"::text)`;
+  return {
+    ...stmt,
+    sql: `SELECT CASE WHEN ${size} <= ${n} THEN "svc_r"."j" ` +
+      `ELSE (('${MARKER}' || ${size})::int)::text::json END AS "j" FROM (${stmt.sql}) AS "svc_r"`,
+  };
+}
+
+/** The size of the refused row when `e` is the cap's refusal, else null. */
+export function rowTooLarge(e: { code?: string; message?: string }): number | null {
+  if (e.code !== "22P02" || !e.message?.includes(MARKER)) return null;
+  const m = new RegExp(`${MARKER}(\\d+)`).exec(e.message);
+  return m ? Number(m[1]) : 0;
+}

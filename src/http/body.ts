@@ -1,0 +1,104 @@
+/**
+ * Request bodies: size-capped reading (413 before buffering more than the cap), strict UTF-8
+ * decoding (invalid bytes are 400 QUERY_INVALID, never replacement characters) and the JSON
+ * content-type requirement of JSON endpoints (415 otherwise: a cross-site form or text/plain post
+ * needs no CORS preflight, so accepting it would let any page act with a user's cookie).
+ */
+import { SvcError } from "../errors.ts";
+
+/** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */
+export function requireJson(req: Request): void {
+  const type = req.headers.get("content-type") ?? "";
+  const essence = type.split(";")[0].trim().toLowerCase();
+  if (essence !== "application/json") {
+    throw new SvcError(
+      "HTTP_UNSUPPORTED_MEDIA_TYPE",
+      `expected Content-Type: application/json${type ? `, got ${type}` : ""}`,
+    );
+  }
+}
+
+/** Reads the whole body, at most `maxBytes` (413 HTTP_BODY_TOO_LARGE before buffering more). */
+export async function readBodyBytes(req: Request, maxBytes: number): Promise<Uint8Array> {
+  const tooLarge = () =>
+    new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
+  const len = Number(req.headers.get("content-length") ?? "NaN");
+  if (len > maxBytes) throw tooLarge();
+  if (!req.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let n = 0;
+  try {
+    for await (const c of req.body) {
+      n += c.length;
+      if (n > maxBytes) throw tooLarge();
+      chunks.push(c);
+    }
+  } catch (e) {
+    if (e instanceof SvcError) throw e;
+    // A broken or malformed body stream (bad chunked encoding, client gone) is the client's.
+    throw new SvcError(
+      "QUERY_INVALID",
+      `the request body could not be read: ${(e as Error).message}`,
+    );
+  }
+  if (chunks.length === 1) return chunks[0];
+  const buf = new Uint8Array(n);
+  let o = 0;
+  for (const c of chunks) {
+    buf.set(c, o);
+    o += c.length;
+  }
+  return buf;
+}
+
+const strict = new TextDecoder("utf-8", { fatal: true });
+
+/** Decodes UTF-8 strictly: invalid bytes are 400 QUERY_INVALID. */
+export function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return strict.decode(bytes);
+  } catch {
+    throw new SvcError("QUERY_INVALID", "request body is not valid UTF-8", {
+      details: { pointer: "" },
+    });
+  }
+}
+
+/** Reads a body as strictly decoded UTF-8 text under `maxBytes`. */
+export async function readBodyText(req: Request, maxBytes: number): Promise<string> {
+  return decodeUtf8(await readBodyBytes(req, maxBytes));
+}
+
+/**
+ * Parses JSON text (400 QUERY_INVALID when it is not JSON) and refuses values nested deeper than
+ * `maxDepth` arrays/objects (`http.max_json_depth`), checked iteratively so that a hostile body
+ * cannot exhaust the stack of anything that walks it later.
+ */
+export function parseJson(text: string, maxDepth: number): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
+      details: { pointer: "" },
+    });
+  }
+  if (Number.isFinite(maxDepth)) {
+    const stack: [unknown, number][] = [[value, 1]];
+    while (stack.length) {
+      const [v, d] = stack.pop()!;
+      if (v === null || typeof v !== "object") continue;
+      if (d > maxDepth) {
+        throw new SvcError(
+          "QUERY_INVALID",
+          `request body is nested deeper than ${maxDepth} levels (http.max_json_depth)`,
+          { details: { pointer: "", limit: "http.max_json_depth" } },
+        );
+      }
+      for (const x of Array.isArray(v) ? v : Object.values(v)) {
+        if (x !== null && typeof x === "object") stack.push([x, d + 1]);
+      }
+    }
+  }
+  return value;
+}

@@ -1,0 +1,242 @@
+/**
+ * The SQL of one route request (pure builders) and its execution. Middleware and the route are
+ * one statement each, pipelined with `begin`, the role switch and `commit` on a reserved
+ * connection: one round trip. A middleware that terminates sets the transaction-local
+ * `svc.route_stop`; every later statement is guarded by it (a CASE whose untaken branch is never
+ * evaluated), so nothing after a terminating middleware runs.
+ */
+import { SvcError } from "../../errors.ts";
+import type postgres from "postgres";
+import { cancellable, type Database, prelude, type RequestRole } from "../../db/pool.ts";
+import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
+import type { Route } from "./declare.ts";
+
+/** A statement with its bind parameters. */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+const STOP = "coalesce(current_setting('svc.route_stop', true), '') = ''";
+
+function fnName(fn: Func): string {
+  return `${ident(fn.schema)}.${ident(fn.name)}`;
+}
+
+/** The marker of a jwt set by a function `http.functions.allowed_auth` does not match. */
+const DENY = "svc:jwt-not-allowed";
+
+/**
+ * The statement calling a full-control function (middleware or route) with `req`. A middleware
+ * whose resp is not null sets `svc.route_stop`. When the function may not set jwt
+ * (`allowJwt` false), a resp carrying `jwt` fails the statement (a cast error carrying a marker,
+ * turned into AUTH_JWT_NOT_ALLOWED), so the transaction rolls back with commit still pipelined.
+ */
+export function envelopeStatement(
+  fn: Func,
+  req: unknown,
+  middleware: boolean,
+  allowJwt = true,
+): Statement {
+  const stop = middleware
+    ? `, 'stop', set_config('svc.route_stop', case when r.resp is null or r.resp = 'null'::jsonb then '' else '1' end, true)`
+    : "";
+  const deny = allowJwt
+    ? ""
+    : `, 'deny', case when jsonb_typeof(r.resp) = 'object' and r.resp ? 'jwt' then ('${DENY}' || left(r.resp::text, 0))::int end`;
+  const call = `(select json_build_object('resp', r.resp, 'content', r.content${stop}${deny}) ` +
+    `from ${fnName(fn)}($1::text::jsonb) r limit 1)`;
+  return {
+    sql: `select (case when ${STOP} then ${call} end)::text`,
+    params: [JSON.stringify(req)],
+  };
+}
+
+/** Whether an error is the marker of a refused jwt. */
+function isDenied(e: unknown): boolean {
+  return (e as { code?: string }).code === "22P02" &&
+    String((e as Error).message).includes(DENY);
+}
+
+/** Where a simple route's argument values come from, in precedence order. */
+export interface ArgSources {
+  params: Record<string, string>;
+  query: Record<string, string | string[]>;
+  /** The decoded JSON (or form) body object, or null. */
+  body: Record<string, unknown> | null;
+}
+
+/** How one argument is passed: text cast to the type, or JSON converted to it. */
+function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; param: string } {
+  const t = arg.type;
+  if (typeof value === "string") return { expr: `$${n}::text::${t}`, param: value };
+  const json = JSON.stringify(value);
+  if (t === "jsonb" || t === "json") return { expr: `$${n}::text::jsonb::${t}`, param: json };
+  if (Array.isArray(value) && t.endsWith("[]")) {
+    return {
+      expr:
+        `(select coalesce(array_agg(x), '{}') from jsonb_array_elements_text($${n}::text::jsonb) x)::${t}`,
+      param: json,
+    };
+  }
+  if (value !== null && typeof value === "object") {
+    return { expr: `jsonb_populate_record(null::${t}, $${n}::text::jsonb)`, param: json };
+  }
+  return { expr: `($${n}::text::jsonb #>> '{}')::${t}`, param: json };
+}
+
+/**
+ * The statement calling a simple route: named arguments from path params, then the query string,
+ * then the body, each cast by PostgreSQL; an absent argument with a default is left out; a missing
+ * required one is 400 naming it. Unknown query-string keys are ignored; unknown body keys are 400.
+ * The result is one JSON text: a set → array, else the value.
+ */
+export function simpleStatement(fn: Func, src: ArgSources): Statement {
+  const named = new Set(fn.inArgs.map((a) => a.name).filter((n) => n));
+  if (src.body) {
+    for (const k of Object.keys(src.body)) {
+      if (!named.has(k)) {
+        throw new SvcError("QUERY_INVALID", `${fn.schema}.${fn.name} has no argument "${k}"`, {
+          details: { pointer: `/${k}` },
+        });
+      }
+    }
+  }
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  fn.inArgs.forEach((arg, i) => {
+    const name = arg.name;
+    let value: unknown = undefined;
+    if (name) {
+      if (Object.hasOwn(src.params, name)) value = src.params[name];
+      else if (Object.hasOwn(src.query, name)) value = src.query[name];
+      else if (src.body && Object.hasOwn(src.body, name)) value = src.body[name];
+    }
+    if (value === undefined) {
+      if (arg.hasDefault) return;
+      throw new SvcError(
+        "QUERY_INVALID",
+        `missing required argument "${name ?? `$${i + 1}`}" of ${fn.schema}.${fn.name}`,
+        { details: { argument: name ?? `$${i + 1}` } },
+      );
+    }
+    if (value === null) {
+      parts.push(`${ident(name!)} => null::${arg.type}`);
+      return;
+    }
+    const { expr, param } = argExpr(arg, params.length + 1, value);
+    params.push(param);
+    parts.push(`${ident(name!)} => ${expr}`);
+  });
+  const call = `${fnName(fn)}(${parts.join(", ")})`;
+  let sql: string;
+  if (fn.returns.type === "void" && !fn.returns.set) sql = `select null::text from ${call}`;
+  else if (fn.returns.set) sql = `select coalesce(json_agg(r), '[]')::text from ${call} r`;
+  else sql = `select to_json(r)::text from ${call} r`;
+  return { sql, params };
+}
+
+/** Wraps a statement so it only runs when no middleware terminated. */
+export function guarded(s: Statement): Statement {
+  return { sql: `select (case when ${STOP} then (${s.sql}) end)::text`, params: s.params };
+}
+
+/** What one middleware or route statement answered. */
+export interface Envelope {
+  resp: unknown;
+  content: unknown;
+}
+
+/** The outcome of a request's chain. */
+export type ChainResult =
+  | { kind: "middleware"; by: Route; envelope: Envelope }
+  | { kind: "route"; envelope: Envelope }
+  | { kind: "simple"; json: string | null }
+  | { kind: "pass" };
+
+/** What to run: the middleware chain, then (optionally) the route statement. */
+export interface ChainPlan {
+  middleware: { route: Route; statement: Statement }[];
+  route: { route: Route; statement: Statement } | null;
+}
+
+function parseEnvelope(text: string | null): Envelope & { stop?: string } | null {
+  if (text === null) return null;
+  return JSON.parse(text);
+}
+
+/**
+ * Runs a chain as `who` in one transaction on a reserved connection: begin, role switch, every
+ * statement and commit, all pipelined: one round trip.
+ */
+export async function runChain(
+  db: Database,
+  who: RequestRole,
+  plan: ChainPlan,
+): Promise<ChainResult> {
+  const statements = [
+    ...plan.middleware.map((m) => m.statement),
+    ...(plan.route
+      ? [plan.middleware.length ? guarded(plan.route.statement) : plan.route.statement]
+      : []),
+  ];
+  const lease = await db.acquire(who.signal);
+  const conn = lease.conn;
+  let ok = false;
+  try {
+    const started = prelude(conn, who, db.statementTimeout);
+    const qs = statements.map((s) =>
+      cancellable(
+        conn.unsafe(s.sql, s.params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+        who.signal,
+      ).execute() as unknown as Promise<Record<string, string | null>[]>
+    );
+    const commit = conn.unsafe("commit").execute();
+    const settled = await Promise.allSettled([started, ...qs]);
+    const failed = settled.findIndex((x) =>
+      x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02"
+    );
+    if (failed >= 0) {
+      const reason = (settled[failed] as PromiseRejectedResult).reason;
+      if (failed > 0 && isDenied(reason)) {
+        const i = failed - 1;
+        const r = i < plan.middleware.length ? plan.middleware[i].route : plan.route!.route;
+        throw jwtNotAllowed(r.id);
+      }
+      throw reason;
+    }
+    const rows = settled.slice(1).map((x) =>
+      (x as PromiseFulfilledResult<Record<string, string | null>[]>).value[0]
+    );
+    const result = interpret(plan, rows.map((r) => (r ? Object.values(r)[0] ?? null : null)));
+    await commit;
+    ok = true;
+    return result;
+  } finally {
+    if (!ok) await conn.unsafe("rollback").catch(() => {});
+    lease.release();
+  }
+}
+
+function interpret(plan: ChainPlan, texts: (string | null)[]): ChainResult {
+  for (let i = 0; i < plan.middleware.length; i++) {
+    const env = parseEnvelope(texts[i]);
+    if (env && env.resp !== null) {
+      return { kind: "middleware", by: plan.middleware[i].route, envelope: env };
+    }
+  }
+  if (!plan.route) return { kind: "pass" };
+  const text = texts[plan.middleware.length];
+  if (plan.route.route.fullControl) {
+    return { kind: "route", envelope: parseEnvelope(text) ?? { resp: null, content: null } };
+  }
+  return { kind: "simple", json: text };
+}
+
+/** AUTH_JWT_NOT_ALLOWED for a function not matched by `http.functions.allowed_auth`. */
+export function jwtNotAllowed(id: string): SvcError {
+  return new SvcError(
+    "AUTH_JWT_NOT_ALLOWED",
+    `${id} may not set the session (http.functions.allowed_auth)`,
+  );
+}

@@ -1,0 +1,198 @@
+/**
+ * The route request flow: match → access precheck (before the body is read) → `req` → the SQL
+ * chain (middleware, route) in one round trip → response. Also the middleware that runs ahead of
+ * `/svc` and static files (in a transaction of its own, just before the request proper).
+ */
+import type { Config } from "../../config/load.ts";
+import type { Database, RequestRole } from "../../db/pool.ts";
+import type { Schema } from "../../db/schema.ts";
+import type { Sessions } from "../../auth/session.ts";
+import { SvcError } from "../../errors.ts";
+import { errorResponse } from "../errors.ts";
+import type { Route, RouteTable } from "./declare.ts";
+import { matchRoute, middlewareFor } from "./match.ts";
+import { buildRequest, decodeBody, type RouteHooks, type RouteRequest } from "./request.ts";
+import {
+  type ChainPlan,
+  type ChainResult,
+  envelopeStatement,
+  runChain,
+  simpleStatement,
+  type Statement,
+} from "./call.ts";
+import { type Applied, buildResponse, mayAuth } from "./response.ts";
+
+/** What the route flow needs from the server. */
+export interface RouteDeps {
+  cfg: Config;
+  db: Database;
+  sessions: Sessions;
+  hooks?: RouteHooks;
+}
+
+/** The live state a request reads (a subset of AppState). */
+export interface RouteState {
+  schema: Schema;
+  routes: RouteTable;
+  anonymousExists: boolean;
+}
+
+/** One request as the server resolved it. */
+export interface RouteCall {
+  request: Request;
+  who: RequestRole;
+  anonymous: boolean;
+}
+
+/** The request handler of declared routes and middleware. */
+export interface RouteHandler {
+  /** Answers a declared route (or its 405), or null when no route matches the path. */
+  route(state: RouteState, call: RouteCall): Promise<Applied | null>;
+  /**
+   * Runs the middleware covering a path that is not a route (`/svc`, static files, 404): the
+   * terminating middleware's response, or null to proceed.
+   */
+  ahead(state: RouteState, call: RouteCall): Promise<Applied | null>;
+}
+
+/** Creates the route handler for a configuration. */
+export function routeHandler(deps: RouteDeps): RouteHandler {
+  const { cfg, db, sessions } = deps;
+  const hooks = deps.hooks ?? {};
+  const allowedAuth = cfg.http.functions.allowed_auth
+    ? new RegExp(cfg.http.functions.allowed_auth)
+    : null;
+  const applyBase = {
+    sessions,
+    sessionCookieName: cfg.jwt.cookie_name,
+    cookiesMaxAge: cfg.http.cookies_max_age,
+    allowedAuth,
+    hooks,
+  };
+
+  const checkAccess = (state: RouteState, call: RouteCall, route: Route | null) => {
+    if (call.anonymous) {
+      if (!state.anonymousExists) {
+        throw new SvcError("AUTH_ANONYMOUS_DISABLED", "anonymous access is disabled; log in first");
+      }
+      if (route && !route.anonymousReachable) {
+        throw new SvcError(
+          "AUTH_ROUTE_NOT_REACHABLE",
+          "this route needs a session: the anonymous role cannot execute it",
+        );
+      }
+    } else if (!state.schema.roles.has(call.who.role)) {
+      throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
+    }
+  };
+
+  const middlewarePlan = (chain: Route[], req: RouteRequest) =>
+    chain.map((route) => ({
+      route,
+      statement: envelopeStatement(route.fn, req, true, mayAuth(allowedAuth, route.id)),
+    }));
+
+  const respond = async (
+    result: ChainResult,
+    route: Route | null,
+    head: boolean,
+  ): Promise<Applied | null> => {
+    if (result.kind === "middleware") {
+      return await buildResponse(result.envelope.resp, result.envelope.content, {
+        ...applyBase,
+        authId: result.by.id,
+        head,
+      });
+    }
+    if (result.kind === "route") {
+      return await buildResponse(result.envelope.resp, result.envelope.content, {
+        ...applyBase,
+        authId: route!.id,
+        template: route!.template,
+        head,
+      });
+    }
+    if (result.kind === "simple") {
+      const fn = route!.fn;
+      if (fn.returns.type === "void" && !fn.returns.set) {
+        return { response: new Response(null, { status: 204 }), session: false };
+      }
+      return {
+        response: new Response(head ? null : (result.json ?? "null"), {
+          status: 200,
+          headers: { "content-type": "application/json" },
+        }),
+        session: false,
+      };
+    }
+    return null;
+  };
+
+  return {
+    async route(state, call) {
+      const url = new URL(call.request.url);
+      const m = matchRoute(state.routes, call.request.method, url.pathname);
+      if (m.kind === "none") return null;
+      if (m.kind === "method") {
+        const err = new SvcError(
+          "HTTP_METHOD_NOT_ALLOWED",
+          `${call.request.method} is not allowed here; use ${m.allow.join(", ")}`,
+        );
+        return {
+          response: errorResponse(err, { dev: cfg.dev, anonymous: call.anonymous }, {
+            allow: m.allow.join(", "),
+          }),
+          session: false,
+        };
+      }
+      const route = m.route;
+      // The precheck: before a byte of the body is read.
+      checkAccess(state, call, route);
+      const req = buildRequest(call.request, url, m.params, call.who.claims, cfg.jwt.cookie_name);
+      req.body = await decodeBody(
+        call.request,
+        route,
+        cfg.http.max_body_size,
+        hooks,
+        cfg.http.max_json_depth,
+      );
+      let statement: Statement;
+      if (route.fullControl) {
+        statement = envelopeStatement(route.fn, req, false, mayAuth(allowedAuth, route.id));
+      } else {
+        if (req.body !== null && (typeof req.body !== "object" || Array.isArray(req.body))) {
+          throw new SvcError(
+            "QUERY_INVALID",
+            "the body of this route must be a JSON object of named arguments",
+          );
+        }
+        statement = simpleStatement(route.fn, {
+          params: m.params,
+          query: req.query,
+          body: req.body as Record<string, unknown> | null,
+        });
+      }
+      const chain = middlewareFor(state.routes, url.pathname);
+      const plan: ChainPlan = {
+        middleware: middlewarePlan(chain, req),
+        route: { route, statement },
+      };
+      const result = await runChain(db, call.who, plan);
+      return await respond(result, route, call.request.method === "HEAD");
+    },
+
+    async ahead(state, call) {
+      const url = new URL(call.request.url);
+      const chain = middlewareFor(state.routes, url.pathname);
+      if (chain.length === 0) return null;
+      checkAccess(state, call, null);
+      const req = buildRequest(call.request, url, {}, call.who.claims, cfg.jwt.cookie_name);
+      const plan: ChainPlan = {
+        middleware: middlewarePlan(chain, req),
+        route: null,
+      };
+      const result = await runChain(db, call.who, plan);
+      return await respond(result, null, call.request.method === "HEAD");
+    },
+  };
+}

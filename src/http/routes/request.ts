@@ -1,0 +1,145 @@
+/**
+ * Building a route's `req` (DECISIONS.md §6): `{method, path, params, query, headers, cookies,
+ * body, jwt}`. Bodies are capped by `http.max_body_size` (413 before buffering more), strict
+ * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
+ * only through a hook (else 415).
+ */
+import { decodeUtf8, parseJson, readBodyBytes } from "../body.ts";
+import { SvcError } from "../../errors.ts";
+import type { Route } from "./declare.ts";
+
+/** Hooks other parts of svc plug into the route path. */
+export interface RouteHooks {
+  /** Renders a template with `it` (the content, `it.nonce` set) and the response's CSP nonce. */
+  render?(template: string, it: unknown, nonce: string): Promise<string>;
+  /** Decodes a multipart/form-data body for a route (fields, files; `stream_upload` aware). */
+  decodeMultipart?(req: Request, route: Route): Promise<unknown>;
+}
+
+/** A JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+/** The `req` argument of a full-control function. */
+export interface RouteRequest {
+  method: string;
+  path: string;
+  params: Record<string, string>;
+  query: Record<string, string | string[]>;
+  headers: Record<string, string>;
+  cookies: Record<string, string>;
+  body: unknown;
+  jwt: Record<string, unknown> | null;
+}
+
+/** Collects repeated keys into arrays: `a=1&a=2` → `{a: ["1", "2"]}`. */
+export function collect(pairs: Iterable<[string, string]>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of pairs) {
+    const prev = out[k];
+    if (prev === undefined) out[k] = v;
+    else if (Array.isArray(prev)) prev.push(v);
+    else out[k] = [prev, v];
+  }
+  return out;
+}
+
+/** The media type of a Content-Type header, lower-case, without parameters. */
+export function mediaType(contentType: string | null): string {
+  return (contentType ?? "").split(";")[0].trim().toLowerCase();
+}
+
+/** Whether a media type is JSON (`application/json`, `…+json`). */
+export function isJsonType(type: string): boolean {
+  return type === "application/json" || type.endsWith("+json");
+}
+
+/**
+ * Decodes a request body by its content type: JSON, urlencoded form (repeated keys → arrays),
+ * `text/*` (a string), multipart (through `hooks.decodeMultipart`, else 415); no body → null.
+ * Another content type with a body → 415 HTTP_UNSUPPORTED_MEDIA_TYPE.
+ */
+export async function decodeBody(
+  req: Request,
+  route: Route,
+  maxBytes: number,
+  hooks: RouteHooks,
+  maxDepth = Infinity,
+): Promise<unknown> {
+  const type = mediaType(req.headers.get("content-type"));
+  if (type === "multipart/form-data") {
+    if (!hooks.decodeMultipart) {
+      throw new SvcError("HTTP_UNSUPPORTED_MEDIA_TYPE", "multipart bodies are not supported here");
+    }
+    return await hooks.decodeMultipart(req, route);
+  }
+  if (req.method === "GET" || req.method === "HEAD") return null;
+  const bytes = await readBodyBytes(req, maxBytes);
+  if (bytes.length === 0) return null;
+  const text = decodeUtf8(bytes);
+  if (isJsonType(type)) return parseJson(text, maxDepth);
+  if (type === "application/x-www-form-urlencoded") return collect(new URLSearchParams(text));
+  if (type.startsWith("text/")) return text;
+  throw new SvcError(
+    "HTTP_UNSUPPORTED_MEDIA_TYPE",
+    `unsupported request content type "${type || "(none)"}": send application/json, ` +
+      "application/x-www-form-urlencoded, multipart/form-data or text/*",
+  );
+}
+
+/** Parses a Cookie header into name → value, leaving out `exclude` (the session cookie). */
+export function parseCookies(header: string | null, exclude: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!header) return out;
+  for (const pair of header.split(";")) {
+    const eq = pair.indexOf("=");
+    if (eq < 0) continue;
+    const name = pair.slice(0, eq).trim();
+    if (!name || name === exclude || Object.hasOwn(out, name)) continue;
+    let value = pair.slice(eq + 1).trim();
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) {
+      value = value.slice(1, -1);
+    }
+    try {
+      value = decodeURIComponent(value);
+    } catch { /* kept verbatim */ }
+    out[name] = value;
+  }
+  return out;
+}
+
+/** Builds `req` (everything but the body, which the caller decodes). */
+export function buildRequest(
+  req: Request,
+  url: URL,
+  params: Record<string, string>,
+  jwt: Record<string, unknown> | null,
+  sessionCookie: string,
+): RouteRequest {
+  const headers: Record<string, string> = {};
+  req.headers.forEach((v, k) => (headers[k.toLowerCase()] = v));
+  const cookies = parseCookies(req.headers.get("cookie"), sessionCookie);
+  // The session token is not handed to functions: they get its verified claims as `jwt`.
+  if (headers.cookie !== undefined) {
+    const kept = headers.cookie.split(";").filter((p) =>
+      p.slice(0, p.indexOf("=")).trim() !== sessionCookie
+    ).map((p) => p.trim()).join("; ");
+    if (kept) headers.cookie = kept;
+    else delete headers.cookie;
+  }
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname);
+  } catch {
+    path = url.pathname;
+  }
+  return {
+    method: req.method,
+    path,
+    params,
+    query: collect(url.searchParams),
+    headers,
+    cookies,
+    body: null,
+    jwt,
+  };
+}

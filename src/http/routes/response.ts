@@ -1,0 +1,244 @@
+/**
+ * Turning a function's `resp` and `content` into an HTTP response (DECISIONS.md §6): status,
+ * headers, cookies (default `Max-Age=http.cookies_max_age; Path=/; HttpOnly; Secure;
+ * SameSite=Lax`, attributes overridable), `redirect` (303, or `status` if 3xx, with `Location`),
+ * `jwt` (object: mint the session; null: clear it; gated by `http.functions.allowed_auth`),
+ * `csp`, `template` (through a render hook). A malformed `resp` (status not an integer, headers
+ * not an object, CR/LF in a header or cookie) is 500 INTERNAL with the reason logged, never a
+ * split header.
+ */
+import type { Sessions } from "../../auth/session.ts";
+import { SvcError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { isJsonType, mediaType, type RouteHooks } from "./request.ts";
+
+/** What applying a response needs. */
+export interface ApplyContext {
+  sessions: Sessions;
+  /** The session cookie's name (`jwt.cookie_name`): routes cannot set it through `cookies`. */
+  sessionCookieName: string;
+  /** `http.cookies_max_age`. */
+  cookiesMaxAge: number;
+  /** The gating identifier (`schema.function`), or null when there is none (ahead of /svc). */
+  authId: string | null;
+  /** `http.functions.allowed_auth` compiled, or null when unrestricted. */
+  allowedAuth: RegExp | null;
+  /** The route's default template, if any. */
+  template?: string | null;
+  /** Answer without a body (HEAD). */
+  head?: boolean;
+  hooks?: RouteHooks;
+  /** The session claims the request carried (kept as `auth_time` is not renewed on re-mint). */
+  now?: number;
+}
+
+/** An applied response, and whether it set or cleared the session cookie. */
+export interface Applied {
+  response: Response;
+  /** True when `jwt` was present: the caller must not add its own renewal/clearing cookie. */
+  session: boolean;
+}
+
+/** Whether `id` may set jwt under `allowed` (unrestricted when null; none matches only then). */
+export function mayAuth(allowed: RegExp | null, id: string | null): boolean {
+  if (allowed === null) return true;
+  if (id === null) return false;
+  return allowed.test(id);
+}
+
+/** 500 INTERNAL with the reason logged (never sent: it is the function's bug, not the client's). */
+export function malformed(who: string | null, reason: string): SvcError {
+  log.error("route {function} returned a malformed response: {reason}", {
+    function: who ?? "(middleware)",
+    reason,
+  });
+  return new SvcError("INTERNAL", "internal error");
+}
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const BAD = /[\r\n\0]/;
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/** One `Set-Cookie` value from a `resp.cookies` entry; throws an Error with the reason. */
+export function cookieHeader(name: string, spec: unknown, defaultMaxAge: number): string {
+  if (!TOKEN.test(name)) throw new Error(`invalid cookie name ${JSON.stringify(name)}`);
+  let o: Record<string, unknown>;
+  if (spec === null) o = { value: "", max_age: 0 };
+  else if (typeof spec === "string" || typeof spec === "number" || typeof spec === "boolean") {
+    o = { value: String(spec) };
+  } else if (isObject(spec)) o = spec;
+  else throw new Error(`cookie ${name}: expected a string, null or an object`);
+  const value = o.value === undefined || o.value === null ? "" : String(o.value);
+  if (BAD.test(value)) throw new Error(`cookie ${name}: CR/LF in the value`);
+  const parts = [`${name}=${encodeURIComponent(value)}`];
+  // `max_age: null` makes a session cookie (no Max-Age).
+  const maxAge = Object.hasOwn(o, "max_age") ? o.max_age : defaultMaxAge;
+  if (maxAge !== null) {
+    if (typeof maxAge !== "number" || !Number.isInteger(maxAge)) {
+      throw new Error(`cookie ${name}: max_age must be an integer`);
+    }
+    parts.push(`Max-Age=${maxAge}`);
+  }
+  for (const [key, attr] of [["path", "Path"], ["domain", "Domain"], ["expires", "Expires"]]) {
+    const v = key === "path" ? (o.path ?? "/") : o[key];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== "string" || BAD.test(v) || v.includes(";")) {
+      throw new Error(`cookie ${name}: invalid ${key}`);
+    }
+    parts.push(`${attr}=${v}`);
+  }
+  if (o.http_only ?? true) parts.push("HttpOnly");
+  if (o.secure ?? true) parts.push("Secure");
+  const sameSite = o.same_site ?? "Lax";
+  if (sameSite !== null) {
+    if (!["Strict", "Lax", "None"].includes(String(sameSite))) {
+      throw new Error(`cookie ${name}: same_site must be Strict, Lax or None`);
+    }
+    parts.push(`SameSite=${sameSite}`);
+  }
+  return parts.join("; ");
+}
+
+function randomNonce(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return btoa(String.fromCharCode(...b)).replace(/=+$/, "");
+}
+
+/**
+ * Applies a function's `resp` and `content` to a Response. `resp` SQL/JSON null means the
+ * defaults: 200 and `content` as JSON.
+ */
+export async function buildResponse(
+  resp: unknown,
+  content: unknown,
+  ctx: ApplyContext,
+): Promise<Applied> {
+  const who = ctx.authId;
+  if (resp !== null && resp !== undefined && !isObject(resp)) {
+    throw malformed(who, "resp is not an object");
+  }
+  const r = (resp ?? {}) as Record<string, unknown>;
+  const headers = new Headers();
+  // status
+  let status = 200;
+  if (r.status !== undefined && r.status !== null) {
+    if (
+      typeof r.status !== "number" || !Number.isInteger(r.status) || r.status < 200 ||
+      r.status > 599
+    ) {
+      throw malformed(who, `status ${JSON.stringify(r.status)} is not an integer HTTP status`);
+    }
+    status = r.status;
+  }
+  // headers
+  if (r.headers !== undefined && r.headers !== null) {
+    if (!isObject(r.headers)) throw malformed(who, "headers is not an object");
+    for (const [k, v] of Object.entries(r.headers)) {
+      if (!TOKEN.test(k)) throw malformed(who, `invalid header name ${JSON.stringify(k)}`);
+      if (v === null || v === undefined) continue;
+      const values = Array.isArray(v) ? v : [v];
+      for (const one of values) {
+        if (typeof one !== "string" && typeof one !== "number" && typeof one !== "boolean") {
+          throw malformed(who, `header ${k}: value is not a string`);
+        }
+        const s = String(one);
+        if (BAD.test(s)) throw malformed(who, `header ${k}: CR/LF in the value`);
+        headers.append(k, s);
+      }
+    }
+  }
+  // cookies
+  if (r.cookies !== undefined && r.cookies !== null) {
+    if (!isObject(r.cookies)) throw malformed(who, "cookies is not an object");
+    for (const [name, spec] of Object.entries(r.cookies)) {
+      if (name === ctx.sessionCookieName) {
+        throw malformed(who, `cookie ${name} is the session cookie: set resp.jwt instead`);
+      }
+      try {
+        headers.append("set-cookie", cookieHeader(name, spec, ctx.cookiesMaxAge));
+      } catch (e) {
+        throw malformed(who, (e as Error).message);
+      }
+    }
+  }
+  // redirect
+  if (r.redirect !== undefined && r.redirect !== null) {
+    if (typeof r.redirect !== "string" || BAD.test(r.redirect)) {
+      throw malformed(who, "redirect is not a single-line string");
+    }
+    headers.set("location", r.redirect);
+    if (status < 300 || status > 399) status = 303;
+  }
+  // csp
+  if (r.csp !== undefined && r.csp !== null) {
+    if (typeof r.csp !== "string" || BAD.test(r.csp)) {
+      throw malformed(who, "csp is not a single-line string");
+    }
+    headers.set("content-security-policy", r.csp);
+  }
+  // jwt
+  let session = false;
+  if (Object.hasOwn(r, "jwt")) {
+    if (!mayAuth(ctx.allowedAuth, ctx.authId)) {
+      throw new SvcError(
+        "AUTH_JWT_NOT_ALLOWED",
+        `${ctx.authId ?? "this function"} may not set the session (http.functions.allowed_auth)`,
+      );
+    }
+    session = true;
+    if (r.jwt === null) headers.append("set-cookie", ctx.sessions.clearCookie());
+    else if (isObject(r.jwt)) {
+      try {
+        const minted = await ctx.sessions.mint(r.jwt, { now: ctx.now });
+        headers.append("set-cookie", ctx.sessions.cookie(minted.token));
+      } catch (e) {
+        throw malformed(who, `jwt cannot be minted: ${(e as Error).message}`);
+      }
+    } else throw malformed(who, "jwt is neither an object nor null");
+  }
+  // body
+  const template = r.template ?? ctx.template ?? null;
+  let body: string | null;
+  if (template !== null) {
+    if (typeof template !== "string") throw malformed(who, "template is not a string");
+    if (!ctx.hooks?.render) throw malformed(who, `template ${template}: no template renderer`);
+    const nonce = randomNonce();
+    const it = isObject(content) ? { ...content, nonce } : { content, nonce };
+    body = await ctx.hooks.render(template, it, nonce);
+    if (!headers.has("content-type")) headers.set("content-type", "text/html; charset=utf-8");
+  } else if (status === 204 || status === 304 || (status >= 300 && status < 400 && !content)) {
+    body = null;
+  } else {
+    const type = mediaType(headers.get("content-type"));
+    if (type && !isJsonType(type)) {
+      body = typeof content === "string" ? content : content == null ? "" : JSON.stringify(content);
+    } else {
+      if (!type) headers.set("content-type", "application/json");
+      body = JSON.stringify(content ?? null);
+    }
+  }
+  return {
+    response: new Response(ctx.head ? null : body, { status, headers }),
+    session,
+  };
+}
+
+/**
+ * Applies a single-envelope HttpResponse-shaped value (as an SSO callback returns): `{status,
+ * headers, cookies, jwt, csp, redirect, template, content, template_data}`. With a template,
+ * `template_data` (else `content`) is the template's data; without, `content` is the body.
+ */
+export function applyHttpResponse(envelope: unknown, ctx: ApplyContext): Promise<Applied> {
+  if (envelope === null || envelope === undefined) return buildResponse(null, null, ctx);
+  if (!isObject(envelope)) throw malformed(ctx.authId, "the response is not an object");
+  const { content, template_data, ...resp } = envelope;
+  const template = resp.template ?? ctx.template ?? null;
+  return buildResponse(
+    resp,
+    template !== null && template_data !== undefined ? template_data : content,
+    ctx,
+  );
+}

@@ -1,0 +1,219 @@
+/**
+ * Bounded cost and HTTP strictness (through real HTTP, real PostgreSQL): statement timeout (504),
+ * client abort cancels the statement, pool exhaustion (503 PG_POOL_EXHAUSTED with Retry-After)
+ * while health answers at once, answer-row size cap, JSON content type (415), Allow on 405,
+ * strict UTF-8.
+ */
+import assert from "node:assert/strict";
+import { chinookDb, psql } from "../helpers/db.ts";
+import { startServer, type TestServer } from "../helpers/server.ts";
+
+const FIXTURE = `
+create function slow(s float8) returns int language plpgsql as $$
+begin perform pg_sleep(s); return 1; end $$;
+grant execute on function slow(float8) to "~anonymous";
+create function show_timeout() returns text stable language sql
+  as $$ select current_setting('statement_timeout') $$;
+grant execute on function show_timeout() to "~anonymous";
+create table wide (id int primary key, body text);
+insert into wide select g, case when g = 1500 then repeat('x', 5000) else 'row' || g end
+  from generate_series(1, 2000) g;
+grant select on wide to "~anonymous";
+`;
+
+const json = { "content-type": "application/json" };
+
+function db(): Promise<string> {
+  return chinookDb("limits", FIXTURE);
+}
+
+async function withServer(flags: string[], fn: (s: TestServer) => Promise<void>) {
+  const s = await startServer(await db(), flags);
+  try {
+    await fn(s);
+  } finally {
+    await s.stop();
+  }
+}
+
+async function activeSleeps(): Promise<number> {
+  const out = await psql(
+    "select count(*) from pg_stat_activity where state = 'active' " +
+      "and application_name = 'svc'",
+    "limits",
+  );
+  return Number(out.trim().split("\n").find((l) => /^\s*\d+\s*$/.test(l))?.trim() ?? "0");
+}
+
+Deno.test("pg.query.statement_timeout: a long statement answers 504 PG_57014", async () => {
+  await withServer(["--pg.query.statement_timeout=300"], async (s) => {
+    const t0 = performance.now();
+    const r = await s.post("/svc", { function: "slow", arguments: [5] });
+    const ms = performance.now() - t0;
+    assert.equal(r.status, 504);
+    assert.equal(r.headers.get("x-svc-errorcode"), "PG_57014");
+    await r.body?.cancel();
+    assert.ok(ms < 3000, `took ${ms} ms`);
+    // The setting is per request: a quick query on the same pool still works.
+    const ok = await s.post("/svc", { relation: "genre", limit: 1 });
+    assert.equal(ok.status, 200);
+    await ok.body?.cancel();
+  });
+});
+
+Deno.test("statement_timeout defaults to 30 s and is set inside the request", async () => {
+  await withServer([], async (s) => {
+    const r = await s.post("/svc", { function: "show_timeout" });
+    assert.equal(r.status, 200);
+    assert.deepEqual(await r.json(), [{ show_timeout: "30s" }]);
+  });
+});
+
+Deno.test("a client that goes away cancels its running statement", async () => {
+  await withServer([], async (s) => {
+    const ac = new AbortController();
+    const p = fetch(`${s.url}/svc`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ function: "slow", arguments: [20] }),
+      signal: ac.signal,
+    }).catch(() => null);
+    // Wait until the statement runs, then disconnect.
+    const until = Date.now() + 5000;
+    while (await activeSleeps() === 0 && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(await activeSleeps(), 1, "the slow statement never started");
+    ac.abort();
+    await p;
+    const gone = Date.now() + 3000;
+    while (await activeSleeps() > 0 && Date.now() < gone) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(await activeSleeps(), 0, "the statement kept running after the client left");
+  });
+});
+
+Deno.test("pool exhausted: 503 PG_POOL_EXHAUSTED after pg.pool_timeout; health answers at once", async () => {
+  await withServer(["--pg.pool_size=2", "--pg.pool_timeout=1"], async (s) => {
+    const busy = [1, 2].map(() => s.post("/svc", { function: "slow", arguments: [3] }));
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = performance.now();
+    const live = await s.get("/svc/health/live");
+    const liveMs = performance.now() - t0;
+    assert.equal(live.status, 200);
+    await live.body?.cancel();
+    assert.ok(liveMs < 200, `live took ${liveMs} ms`);
+    const t1 = performance.now();
+    const ready = await s.get("/svc/health/ready");
+    const readyMs = performance.now() - t1;
+    assert.equal(ready.status, 200);
+    const body = await ready.json();
+    assert.equal(body.pool.size, 2);
+    assert.equal(body.pool.in_use, 2);
+    assert.ok(readyMs < 1000, `ready took ${readyMs} ms`);
+    const t2 = performance.now();
+    const r = await s.post("/svc", { relation: "genre", limit: 1 });
+    const waited = performance.now() - t2;
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get("x-svc-errorcode"), "PG_POOL_EXHAUSTED");
+    assert.equal(r.headers.get("retry-after"), "1");
+    await r.body?.cancel();
+    assert.ok(waited >= 900 && waited < 2500, `waited ${waited} ms`);
+    for (const b of await Promise.all(busy)) {
+      assert.equal(b.status, 200);
+      await b.body?.cancel();
+    }
+    // Once free, the pool serves again.
+    const after = await s.post("/svc", { relation: "genre", limit: 1 });
+    assert.equal(after.status, 200);
+    await after.body?.cancel();
+  });
+});
+
+Deno.test("pg.query.max_row_size: an oversized row is 400 QUERY_RESULT_TOO_LARGE", async () => {
+  await withServer(["--pg.query.max_row_size=2000"], async (s) => {
+    // One genre with all its tracks is one large row.
+    const big = await s.post("/svc", {
+      relation: "genre",
+      where: ["=", "genre_id", 1],
+      join: { tracks: { relation: "track", on: { genre_id: "genre_id" } } },
+    });
+    assert.equal(big.status, 400);
+    assert.equal(big.headers.get("x-svc-errorcode"), "QUERY_RESULT_TOO_LARGE");
+    const body = await big.json();
+    assert.match(body.message, /max_row_size/);
+    const small = await s.post("/svc", { relation: "genre", where: ["=", "genre_id", 1] });
+    assert.equal(small.status, 200);
+    await small.body?.cancel();
+    // The same through a ComplexQuery (transaction path).
+    const complex = await s.post("/svc", {
+      query: {
+        relation: "genre",
+        where: ["=", "genre_id", 1],
+        join: { tracks: { relation: "track", on: { genre_id: "genre_id" } } },
+      },
+      count: true,
+    });
+    assert.equal(complex.status, 400);
+    assert.equal(complex.headers.get("x-svc-errorcode"), "QUERY_RESULT_TOO_LARGE");
+    await complex.body?.cancel();
+  });
+});
+
+Deno.test("max_row_size mid-stream: the response ends with an error, never as valid JSON", async () => {
+  await withServer(["--pg.query.max_row_size=2000"], async (s) => {
+    const r = await s.post("/svc", { relation: "wide", order_by: ["id"] });
+    assert.equal(r.status, 200); // the first 1,000 rows were already sent
+    let complete = true;
+    try {
+      JSON.parse(await r.text());
+    } catch {
+      complete = false;
+    }
+    assert.equal(complete, false, "a stream cut by an oversized row must not parse as JSON");
+  });
+});
+
+Deno.test("POST /svc requires Content-Type: application/json (415 otherwise)", async () => {
+  await withServer([], async (s) => {
+    const body = JSON.stringify({ relation: "genre", limit: 1 });
+    for (const type of ["text/plain", "application/x-www-form-urlencoded", null]) {
+      const r = await fetch(`${s.url}/svc`, {
+        method: "POST",
+        headers: type ? { "content-type": type } : {},
+        body: new TextEncoder().encode(body),
+      });
+      assert.equal(r.status, 415, `content-type ${type}`);
+      assert.equal(r.headers.get("x-svc-errorcode"), "HTTP_UNSUPPORTED_MEDIA_TYPE");
+      await r.body?.cancel();
+    }
+    const ok = await fetch(`${s.url}/svc`, {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=utf-8" },
+      body,
+    });
+    assert.equal(ok.status, 200);
+    await ok.body?.cancel();
+  });
+});
+
+Deno.test("405 on /svc carries Allow; invalid UTF-8 is 400 QUERY_INVALID", async () => {
+  await withServer([], async (s) => {
+    const put = await fetch(`${s.url}/svc`, { method: "PUT", headers: json, body: "{}" });
+    assert.equal(put.status, 405);
+    assert.equal(put.headers.get("x-svc-errorcode"), "QUERY_METHOD_NOT_ALLOWED");
+    assert.match(put.headers.get("allow") ?? "", /GET.*POST/);
+    await put.body?.cancel();
+    const bytes = new Uint8Array([
+      ...new TextEncoder().encode('{"relation":"genre","where":["=","name",["'),
+      0xff,
+      0xfe,
+      ...new TextEncoder().encode('"]]}'),
+    ]);
+    const bad = await fetch(`${s.url}/svc`, { method: "POST", headers: json, body: bytes });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.headers.get("x-svc-errorcode"), "QUERY_INVALID");
+    assert.match((await bad.json()).message, /UTF-8/);
+  });
+});

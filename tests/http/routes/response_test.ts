@@ -1,0 +1,157 @@
+/** Applying resp/content to a Response: pure unit tests (real Sessions, no database). */
+import assert from "node:assert/strict";
+import { decodeJwt } from "jose";
+import { Sessions } from "../../../src/auth/session.ts";
+import {
+  type ApplyContext,
+  applyHttpResponse,
+  buildResponse,
+  cookieHeader,
+} from "../../../src/http/routes/response.ts";
+import { SvcError } from "../../../src/errors.ts";
+import { configureLogging } from "../../../src/log.ts";
+
+configureLogging({ level: "fatal", handler: "json", filter: {}, exclude: {} } as never);
+
+const sessions = new Sessions({
+  secret: new TextEncoder().encode("unit-test-secret-unit-test-secret"),
+  algorithm: "HS256",
+  maxAge: 600,
+  renewAfter: 0.5,
+  maxSessionAge: 3600,
+  cookieName: "accesstoken",
+  sameSite: "Lax",
+});
+const ctx = (o: Partial<ApplyContext> = {}): ApplyContext => ({
+  sessions,
+  sessionCookieName: "accesstoken",
+  cookiesMaxAge: 100,
+  authId: "app.f",
+  allowedAuth: null,
+  ...o,
+});
+
+Deno.test("cookie defaults and overrides", () => {
+  assert.equal(
+    cookieHeader("a", "x y", 100),
+    "a=x%20y; Max-Age=100; Path=/; HttpOnly; Secure; SameSite=Lax",
+  );
+  assert.equal(
+    cookieHeader("a", {
+      value: "1",
+      max_age: null,
+      http_only: false,
+      secure: false,
+      same_site: "None",
+      domain: "example.com",
+    }, 100),
+    "a=1; Path=/; Domain=example.com; SameSite=None",
+  );
+  assert.equal(
+    cookieHeader("a", null, 100),
+    "a=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax",
+  );
+  assert.throws(() => cookieHeader("a b", "1", 100), /invalid cookie name/);
+  assert.throws(() => cookieHeader("a", { value: "1", path: "/\r\nx" }, 100), /invalid path/);
+  assert.throws(() => cookieHeader("a", { value: "1", same_site: "Sometimes" }, 100), /same_site/);
+});
+
+Deno.test("jwt object mints with service-set times; null clears; allowed_auth gates", async () => {
+  const t = Math.floor(Date.now() / 1000);
+  const { response, session } = await buildResponse(
+    { jwt: { role: "r", iat: 1, exp: 2, auth_time: 3, x: 1 } },
+    { ok: true },
+    ctx(),
+  );
+  assert.ok(session);
+  const set = response.headers.getSetCookie()[0];
+  const claims = decodeJwt(set.slice(12, set.indexOf(";")));
+  assert.ok(
+    claims.iat! >= t && claims.exp === claims.iat! + 600 && claims.auth_time === claims.iat,
+  );
+  assert.equal(claims.x, 1);
+  const cleared = await buildResponse({ jwt: null }, null, ctx());
+  assert.match(cleared.response.headers.get("set-cookie")!, /^accesstoken=; Max-Age=0/);
+  await assert.rejects(
+    buildResponse({ jwt: null }, null, ctx({ allowedAuth: /^app\.login$/ })),
+    (e: Error) => e instanceof SvcError && e.code === "AUTH_JWT_NOT_ALLOWED",
+  );
+  // Ahead of /svc there is no identifier: only an unrestricted allowed_auth lets it through.
+  await assert.rejects(
+    buildResponse({ jwt: null }, null, ctx({ authId: null, allowedAuth: /.*/ })),
+    (e: Error) => e instanceof SvcError && e.code === "AUTH_JWT_NOT_ALLOWED",
+  );
+  // A jwt without a role cannot be minted: 500.
+  await assert.rejects(
+    buildResponse({ jwt: { x: 1 } }, null, ctx()),
+    (e: Error) => e instanceof SvcError && e.code === "INTERNAL",
+  );
+});
+
+Deno.test("content: JSON by default, text with a non-JSON content type, HEAD has no body", async () => {
+  const j = await buildResponse(null, { a: 1 }, ctx());
+  assert.equal(j.response.headers.get("content-type"), "application/json");
+  assert.equal(await j.response.text(), '{"a":1}');
+  const t = await buildResponse({ headers: { "content-type": "text/csv" } }, "a,b\n1,2", ctx());
+  assert.equal(await t.response.text(), "a,b\n1,2");
+  const h = await buildResponse(null, { a: 1 }, ctx({ head: true }));
+  assert.equal(await h.response.text(), "");
+  assert.equal(h.session, false);
+});
+
+Deno.test("template through the render hook, with the nonce at it.nonce", async () => {
+  let seen: unknown;
+  const r = await buildResponse(
+    { template: "p.eta" },
+    { nonce: "forged", v: 1 },
+    ctx({
+      hooks: {
+        render: (name, it, nonce) => {
+          seen = { name, it, nonce };
+          return Promise.resolve(`<p>${nonce}</p>`);
+        },
+      },
+    }),
+  );
+  const s = seen as { name: string; it: { nonce: string; v: number }; nonce: string };
+  assert.equal(s.name, "p.eta");
+  assert.equal(s.it.nonce, s.nonce);
+  assert.notEqual(s.nonce, "forged");
+  assert.equal(r.response.headers.get("content-type"), "text/html; charset=utf-8");
+  assert.equal(await r.response.text(), `<p>${s.nonce}</p>`);
+});
+
+Deno.test("applyHttpResponse: single envelope (SSO callback shape)", async () => {
+  const r = await applyHttpResponse(
+    { redirect: "/home", jwt: { role: "r" }, content: null, template_data: { x: 1 } },
+    ctx(),
+  );
+  assert.equal(r.response.status, 303);
+  assert.equal(r.response.headers.get("location"), "/home");
+  assert.ok(r.session);
+  const plain = await applyHttpResponse({ status: 201, content: { ok: 1 } }, ctx());
+  assert.equal(plain.response.status, 201);
+  assert.deepEqual(await plain.response.json(), { ok: 1 });
+});
+
+Deno.test("malformed resp is 500 INTERNAL", async () => {
+  for (
+    const resp of [
+      "x",
+      { status: 99 },
+      { status: 200.5 },
+      { headers: "x" },
+      { headers: { "bad name": "1" } },
+      { headers: { a: "1\n2" } },
+      { cookies: { accesstoken: "x" } },
+      { redirect: "/a\r\nb" },
+      { template: "t" },
+    ]
+  ) {
+    await assert.rejects(
+      buildResponse(resp, null, ctx()),
+      (e: Error) => e instanceof SvcError && e.code === "INTERNAL",
+      JSON.stringify(resp),
+    );
+  }
+});

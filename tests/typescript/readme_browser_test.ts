@@ -1,0 +1,116 @@
+/**
+ * The README's TypeScript client example runs as written (Deno importing the file from the
+ * server, type-checked), and the bundled client works in a real browser (Chromium) on fetch alone.
+ */
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { now, startServer, token } from "../helpers/server.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const flags = ["--http.typescript.enable=true", `--pg.query.wellknown_path=${ROOT}wellknown`];
+
+function readmeExample(): string {
+  const readme = Deno.readTextFileSync(`${ROOT}README.md`);
+  const section = readme.slice(readme.indexOf("## TypeScript client"));
+  const m = section.match(/```ts\n([\s\S]*?)```/);
+  assert.ok(m, "README has a ts example under 'TypeScript client'");
+  return m[1];
+}
+
+Deno.test("the README example runs in Deno, importing database.ts from the server", async () => {
+  const srv = await startServer(await chinookDb("chinook_readme"), flags);
+  const dir = await Deno.makeTempDir({ prefix: "svc-readme-" });
+  try {
+    const t = now();
+    const jwt = await token({ role: "app_user", iat: t, exp: t + 1800, auth_time: t });
+    const host = new URL(srv.url).host;
+    const code = readmeExample().replaceAll("localhost:8080", host).replace("<jwt>", jwt) +
+      "console.log(JSON.stringify({ artists: artists.length, albums: rows[0].albums.length }));\n";
+    assert.ok(code.split("\n").length <= 20);
+    await Deno.writeTextFile(`${dir}/example.ts`, code);
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-config",
+        "--check=all",
+        "--allow-net",
+        `--allow-import=${host}`,
+        `${dir}/example.ts`,
+      ],
+      cwd: dir,
+      env: { NO_COLOR: "1", DENO_DIR: `${dir}/.deno` },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const dec = new TextDecoder();
+    assert.ok(out.success, dec.decode(out.stderr));
+    assert.deepEqual(JSON.parse(dec.decode(out.stdout)), { artists: 2, albums: 2 });
+  } finally {
+    await srv.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test({
+  name: "the bundled client runs in Chromium (same origin, fetch only)",
+  ignore: !existsSync("/usr/bin/chromium"),
+  async fn() {
+    const srv = await startServer(await chinookDb("chinook_readme"), flags);
+    const dir = await Deno.makeTempDir({ prefix: "svc-browser-" });
+    const browser = await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      args: ["--no-sandbox"],
+    });
+    try {
+      const ts = await (await fetch(`${srv.url}/svc/database.ts`)).text();
+      await Deno.writeTextFile(`${dir}/database.ts`, ts);
+      const b = await new Deno.Command(Deno.execPath(), {
+        args: ["bundle", "--platform", "browser", "-o", `${dir}/db.js`, `${dir}/database.ts`],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.ok(b.success, new TextDecoder().decode(b.stderr));
+      const js = await Deno.readTextFile(`${dir}/db.js`);
+      const page = await browser.newPage();
+      await page.goto(`${srv.url}/svc/health`);
+      const result = await page.evaluate(async (src: string) => {
+        const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+        const m = await import(url);
+        const rows = await m.relation("album", (j: Record<string, (q?: unknown) => unknown>) => ({
+          where: ["=", "album_id", 1],
+          select: ["title", "artist"],
+          join: { artist: j.artist({ select: ["name"] }) },
+        })).get();
+        let code = "";
+        try {
+          await m.relation("no_such_table").get();
+        } catch (e) {
+          code = (e as { code: string }).code;
+        }
+        return { rows, code };
+      }, js);
+      assert.deepEqual(result.rows, [{
+        title: "For Those About To Rock We Salute You",
+        artist: { name: "AC/DC" },
+      }]);
+      assert.equal(result.code, "QUERY_UNKNOWN_RELATION");
+    } finally {
+      await browser.close();
+      await srv.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+function existsSync(p: string): boolean {
+  try {
+    Deno.statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("teardown", () => stopDb());
