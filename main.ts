@@ -11,6 +11,9 @@ import { HealthProbe } from "./src/db/health.ts";
 import { Runtime } from "./src/runtime.ts";
 import { createApp } from "./src/http/server.ts";
 import { installProcessGuard } from "./src/guard.ts";
+import { runAction } from "./src/cli.ts";
+import { announce, setupAnonymousRole } from "./src/startup.ts";
+import { ignoredEnv } from "./src/config/env.ts";
 import { createSso } from "./src/sso/mod.ts";
 
 /** A running server. */
@@ -55,6 +58,10 @@ export async function start(cfg: Config): Promise<Server> {
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
   log.info("listening on {host}:{port}", { host: cfg.http.host, port });
+  announce(cfg, port);
+  for (const name of ignoredEnv(Deno.env.toObject())) {
+    log.debug("environment variable {name} is not configuration (no __): ignored", { name });
+  }
   void sso.start();
 
   let stopping = false;
@@ -87,6 +94,7 @@ export async function start(cfg: Config): Promise<Server> {
 }
 
 if (import.meta.main) {
+  if (runAction(Deno.args, setupAnonymousRole)) Deno.exit(0);
   let cfg: Config;
   try {
     cfg = await loadConfigAsync();
@@ -104,6 +112,14 @@ if (import.meta.main) {
     if (e instanceof SecretError || e instanceof ConfigError) {
       console.error(`svc: configuration error: ${e.message}`);
       Deno.exit(2);
+    }
+    if (e instanceof Deno.errors.AddrInUse) {
+      console.error(`svc: port ${cfg.http.port} is in use (set --http.port)`);
+      Deno.exit(1);
+    }
+    if (e instanceof Deno.errors.AddrNotAvailable || e instanceof Deno.errors.PermissionDenied) {
+      console.error(`svc: cannot listen on ${cfg.http.host}:${cfg.http.port}: ${e.message}`);
+      Deno.exit(1);
     }
     throw e;
   }

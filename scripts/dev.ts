@@ -1,14 +1,16 @@
 /**
  * `deno task dev`: svc in dev mode, restarted on change. With no database configured (no pg.*
- * flag, SVC_PG__* variable or config file), it first starts a private PostgreSQL cluster, loads
- * the Chinook demo with its roles (`~anonymous` reads, `app_user` writes), and removes the
- * cluster on exit. The server runs as a child `deno run --watch` process, so restarts on change
- * keep the database.
+ * flag, SVC_PG__* variable or config file), it starts a private PostgreSQL cluster kept in
+ * `.svc/dev/` across runs (`--fresh` recreates it), loading the Chinook demo with its roles
+ * (`~anonymous` reads, `app_user` writes) when it is new, and stops it on exit. The server runs
+ * as a child `deno run --watch` process, so restarts on change keep the database. A busy port
+ * stops here with exit 1 (under --watch the child would wait for changes instead).
  */
 import { loadChinook, startCluster } from "../src/db/cluster.ts";
 
+const fresh = Deno.args.includes("--fresh");
 const withOidc = Deno.args.includes("--with-oidc");
-const args = Deno.args.filter((a) => a !== "--with-oidc");
+const args = Deno.args.filter((a) => a !== "--fresh" && a !== "--with-oidc");
 const env = Deno.env.toObject();
 const configured = args.some((a) => a.startsWith("--pg.") || a.startsWith("--config")) ||
   Object.keys(env).some((k) => k.startsWith("SVC_PG__") || k === "SVC_CONFIG");
@@ -22,23 +24,32 @@ const flags = [
   `--saml.private_key_path=${root}.tmp/secrets/saml.key`,
   `--typescript.helper_path=${root}demo/database.ts`,
 ];
+const port = devPort(args);
+if (port !== null && !portFree(port)) {
+  console.error(`svc dev: port ${port} is in use (set --http.port)`);
+  Deno.exit(1);
+}
 let stopCluster = () => {};
 if (!configured) {
-  console.log("svc dev: starting a private PostgreSQL with the Chinook demo …");
-  const cluster = await startCluster();
+  const dir = `${root}.svc/dev`;
+  if (fresh) await Deno.remove(dir, { recursive: true }).catch(() => {});
+  console.log(`svc dev: starting the private PostgreSQL in ${dir} …`);
+  const cluster = await startCluster({ dir });
   stopCluster = () => cluster.stopSync();
   globalThis.addEventListener("unload", () => stopCluster());
-  const uri = await loadChinook(cluster, "chinook");
-  // The demo application (accounts, /login, /logout, /me): README "Routes".
-  await cluster.psql(await Deno.readTextFile(`${root}demo/app.sql`), "chinook");
+  const uri = cluster.created ? await loadChinook(cluster, "chinook") : cluster.uriFor("chinook");
+  if (cluster.created) {
+    // The demo application (accounts, /login, /logout, /me): README "Routes".
+    await cluster.psql(await Deno.readTextFile(`${root}demo/app.sql`), "chinook");
+    console.log("svc dev: loaded the Chinook demo (--fresh recreates it)");
+  }
   flags.push(`--pg.uri=${uri}`);
   console.log(`svc dev: database ready at ${uri}`);
   if (withOidc) await cluster.psql((await import("./dev_oidc.ts")).DEV_SSO_SQL, "chinook");
 }
 if (withOidc) {
   // Optional local OpenID provider (scripts/dev_oidc.ts) and the `openid.dev` SSO entry.
-  const port = Number(args.find((a) => a.startsWith("--http.port="))?.split("=")[1] ?? 8080);
-  flags.push(...await (await import("./dev_oidc.ts")).startDevOidc(port));
+  flags.push(...await (await import("./dev_oidc.ts")).startDevOidc(port ?? 8080));
 }
 const child = new Deno.Command(Deno.execPath(), {
   args: [
@@ -68,3 +79,24 @@ for (const sig of ["SIGTERM", "SIGINT"] as const) {
 const status = await child.status;
 stopCluster();
 Deno.exit(status.code);
+
+/** The port dev will listen on (--http.port, SVC_HTTP__PORT or 8080); null for 0 (any). */
+function devPort(argv: string[]): number | null {
+  let v: string | undefined = Deno.env.get("SVC_HTTP__PORT");
+  argv.forEach((a, i) => {
+    if (a.startsWith("--http.port=")) v = a.slice("--http.port=".length);
+    else if (a === "--http.port") v = argv[i + 1];
+  });
+  const n = Number(v ?? 8080);
+  return Number.isInteger(n) && n > 0 ? n : null;
+}
+
+/** Whether a TCP port can be bound on loopback right now. */
+function portFree(p: number): boolean {
+  try {
+    Deno.listen({ hostname: "127.0.0.1", port: p }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}

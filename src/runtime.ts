@@ -120,7 +120,9 @@ export class Runtime {
 
 /** Builds a fresh state: introspection, then well-known queries compiled against it. */
 export async function buildState(cfg: Config): Promise<AppState> {
-  const schema = await introspect(connectionString(cfg), new Blacklist(cfg.blacklist));
+  const blacklist = new Blacklist(cfg.blacklist);
+  for (const message of blacklist.warnings) log.warn("{message}", { message });
+  const schema = await introspect(connectionString(cfg), blacklist);
   const wellknown = await loadWellKnown(schema, cfg.pg.query.wellknown_path, {
     maxDepth: cfg.pg.query.max_depth,
   });

@@ -36,7 +36,7 @@ export const KEYS: KeySpec[] = [
     kind: "bool",
     default: false,
     doc:
-      "Development mode: database error text and stack traces in generic errors; turns the allow_* switches and TypeScript export on unless set.",
+      "Development mode: database error text and stack traces in generic errors; listens on 127.0.0.1 unless http.host is set; turns the pg.query.allow_* switches (and, once it lands, TypeScript export) on unless set.",
   },
   {
     key: "config",
@@ -150,7 +150,8 @@ export const KEYS: KeySpec[] = [
   {
     key: "blacklist.relations.<schema>.<name>",
     kind: "yn",
-    doc: "`y` blacklists a relation (`*`: the whole schema), `n` removes a built-in entry.",
+    doc:
+      "`y` adds a relation to the blacklist (`*`: the whole schema); `n`: not listed by this configuration (never removes a built-in entry; that is warned about).",
   },
   { key: "blacklist.functions.<schema>.<name>", kind: "yn", doc: "Same for functions." },
   // http

@@ -6,6 +6,7 @@
 import { parse as parseToml } from "smol-toml";
 import { loadYaml, parseYaml } from "./yaml.ts";
 import { parse as parseHuml } from "./huml.ts";
+import { isConfigEnv } from "./env.ts";
 import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
@@ -231,7 +232,7 @@ export function loadConfig(input: LoadInput = {}): Config {
     }
   }
   for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith("SVC_") || name === "SVC_CONFIG" || name === "SVC_RELOAD_REASON") continue;
+    if (!isConfigEnv(name)) continue; // SVC_PORT=tcp://… from a container platform, …
     flat.set(envToKey(name), { value, source: "env", where: name });
   }
   for (const [k, v] of flags) flat.set(k, { value: v, source: "flag", where: `--${k}` });
@@ -258,14 +259,16 @@ function build(flat: Flat): Config {
       ? `from environment ${where}`
       : `from flag ${where}`;
     if (!m) {
+      const loc = source === "file" ? `in ${locateKey(where, key)}` : at;
       throw new ConfigError(
-        `unknown configuration key "${key}" ${at}; did you mean "${closestKey(key)}"?`,
+        `unknown configuration key "${key}" ${loc}; did you mean "${closestKey(key)}"?`,
       );
     }
     const parsed = schemaFor(m.spec.kind).safeParse(value);
     if (!parsed.success) {
+      const loc = source === "file" ? `in ${locateKey(where, key)}` : at;
       throw new ConfigError(
-        `invalid value for "${key}" ${at}: expected ${describeKind(m.spec.kind)}, got ${
+        `invalid value for "${key}" ${loc}: expected ${describeKind(m.spec.kind)}, got ${
           JSON.stringify(value)
         }`,
       );
@@ -279,6 +282,8 @@ function build(flat: Flat): Config {
     if (spec.key.includes("<") || explicit.has(spec.key) || spec.default === undefined) continue;
     setPath(out, spec.key.split("."), spec.default === "dev" ? dev : structuredClone(spec.default));
   }
+  // Dev mode listens on loopback only, unless http.host is set.
+  if (dev && !explicit.has("http.host")) setPath(out, ["http", "host"], "127.0.0.1");
   for (const prefix of ["route", "openid"]) {
     const entries = (out[prefix] ?? {}) as Record<string, unknown>;
     out[prefix] = entries;
@@ -371,4 +376,39 @@ export function connectionString(cfg: Config): string {
   if (cfg.pg.password) u.password = encodeURIComponent(cfg.pg.password);
   u.pathname = `/${encodeURIComponent(cfg.pg.database ?? cfg.pg.user ?? "postgres")}`;
   return u.toString();
+}
+
+/**
+ * `file:line:column` of a key in a config file (the line where its last segment is assigned, after
+ * the lines of its parent segments when they appear), or just the file when it cannot be found.
+ */
+export function locateKey(path: string, key: string): string {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch {
+    return path;
+  }
+  const lines = text.split(/\r?\n/);
+  const segs = key.split(".");
+  const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const leaf = segs[segs.length - 1];
+  // A dotted key on one line (toml `pg.pool_size = …`), else the leaf alone (`pool_size = …`,
+  // `pool_size: …`), searched after the last line naming a parent segment.
+  const dotted = new RegExp(`^\\s*["']?${esc(key)}["']?\\s*[=:]`);
+  let from = 0;
+  for (const s of segs.slice(0, -1)) {
+    const re = new RegExp(`(^|[\\s.\\[\"'])${esc(s)}(["'\\]\\s.=:]|$)`);
+    const i = lines.findIndex((l, n) => n >= from && re.test(l));
+    if (i >= 0) from = i;
+  }
+  const plain = new RegExp(`^(\\s*)["']?${esc(leaf)}["']?\\s*[=:]`);
+  for (let i = 0; i < lines.length; i++) {
+    if (dotted.test(lines[i])) return `${path}:${i + 1}:${lines[i].search(/\S/) + 1}`;
+  }
+  for (let i = from; i < lines.length; i++) {
+    const m = plain.exec(lines[i]);
+    if (m) return `${path}:${i + 1}:${m[1].length + 1}`;
+  }
+  return path;
 }

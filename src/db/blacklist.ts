@@ -2,8 +2,10 @@
  * The blacklist: relations and functions that behave as nonexistent. Built-in entries cover the
  * system schemas and dangerous functions (in any schema, since extensions such as dblink install
  * into user schemas); `blacklist.relations.<schema>.<name>` / `blacklist.functions.…` config
- * entries add (`y`) or remove (`n`) entries. A name or schema `*` matches all; a trailing `*` in
- * a name is a prefix match.
+ * entries add to them (SPEC: "Adds to the built-in list"): `y` lists a name, `n` means "not
+ * listed by this configuration" (it can carve an exception out of the configuration's own
+ * patterns, never out of the built-in list; such an entry is reported in `warnings`). A name or
+ * schema `*` matches all; a trailing `*` in a name is a prefix match.
  */
 
 type Entries = Map<string, Map<string, boolean>>;
@@ -90,6 +92,10 @@ function lookup(entries: Entries, schema: string, name: string): boolean {
 export class Blacklist {
   #relations: Entries;
   #functions: Entries;
+  #builtinRelations: Entries;
+  #builtinFunctions: Entries;
+  /** Configuration entries `n` that try to remove a built-in entry (which stays). */
+  readonly warnings: string[] = [];
 
   /** Built-ins plus the config's `blacklist` section. */
   constructor(
@@ -98,19 +104,38 @@ export class Blacklist {
       functions?: Record<string, Record<string, "y" | "n">>;
     } = {},
   ) {
-    this.#relations = toEntries(BUILTIN_RELATIONS);
-    this.#functions = toEntries(BUILTIN_FUNCTIONS);
+    this.#builtinRelations = toEntries(BUILTIN_RELATIONS);
+    this.#builtinFunctions = toEntries(BUILTIN_FUNCTIONS);
+    this.#relations = new Map();
+    this.#functions = new Map();
     merge(this.#relations, cfg.relations ?? {});
     merge(this.#functions, cfg.functions ?? {});
+    for (
+      const [kind, entries, builtin] of [
+        ["relations", cfg.relations, this.#builtinRelations],
+        ["functions", cfg.functions, this.#builtinFunctions],
+      ] as const
+    ) {
+      for (const [s, names] of Object.entries(entries ?? {})) {
+        for (const [n, yn] of Object.entries(names)) {
+          if (yn === "n" && lookup(builtin, s, n)) {
+            this.warnings.push(
+              `blacklist.${kind}.${s}.${n} = n has no effect: '${s}.${n}' is on the built-in ` +
+                "blacklist, which configuration only adds to",
+            );
+          }
+        }
+      }
+    }
   }
 
   /** True when the relation (or, with name `*`, the whole schema) is blacklisted. */
   relation(schema: string, name: string): boolean {
-    return lookup(this.#relations, schema, name);
+    return lookup(this.#builtinRelations, schema, name) || lookup(this.#relations, schema, name);
   }
 
   /** True when the function is blacklisted. */
   func(schema: string, name: string): boolean {
-    return lookup(this.#functions, schema, name);
+    return lookup(this.#builtinFunctions, schema, name) || lookup(this.#functions, schema, name);
   }
 }

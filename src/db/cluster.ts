@@ -26,7 +26,9 @@ export interface Cluster {
    * for fault tests); the log goes to the cluster's log file.
    */
   ctl(args: string[]): Promise<string>;
-  /** Stops the server and removes the directory. */
+  /** Whether this start created the data directory (false: a kept one was reused). */
+  created?: boolean;
+  /** Stops the server and removes the directory (a kept `dir` stays). */
   stop(): Promise<void>;
   /** The same, synchronously (for process exit handlers). */
   stopSync(): void;
@@ -122,7 +124,12 @@ export function freePort(): number {
 
 /** Starts a new private cluster. Throws when no PostgreSQL binaries are installed. */
 export async function startCluster(
-  opts: { port?: number; embedded?: boolean } = {},
+  opts: {
+    port?: number;
+    embedded?: boolean;
+    /** A directory kept across runs: its data is reused when present, never removed. */
+    dir?: string;
+  } = {},
 ): Promise<Cluster> {
   // `embedded` (or SVCDEV_EMBEDDED_PG=1) prefers the npm package's binaries.
   const preferEmbedded = opts.embedded ?? Deno.env.get("SVCDEV_EMBEDDED_PG") === "1";
@@ -135,13 +142,29 @@ export async function startCluster(
     );
   }
   if (isRoot()) await ensurePostgresUser();
-  const dir = await Deno.makeTempDir({ prefix: "svc-pg-" });
+  const keep = opts.dir !== undefined;
+  if (keep) await Deno.mkdir(opts.dir!, { recursive: true });
+  const dir = keep ? Deno.realPathSync(opts.dir!) : await Deno.makeTempDir({ prefix: "svc-pg-" });
   const port = opts.port ?? freePort();
+  let created = true;
+  try {
+    Deno.statSync(`${dir}/data/PG_VERSION`);
+    created = false;
+  } catch { /* a new cluster */ }
   if (isRoot()) {
     await Deno.chmod(dir, 0o755);
     await run(["chown", "postgres:postgres", dir], { asPostgres: false });
   }
   const data = `${dir}/data`;
+  if (created) await initCluster(bin, dir, data, port);
+  // The port is given at start: a kept cluster gets a free one each run.
+  await run([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, "-o", `-p ${port}`, "-w", "start"], {
+    asPostgres: true,
+  });
+  return clusterHandle(bin, dir, data, port, keep, created);
+}
+
+async function initCluster(bin: string, dir: string, data: string, port: number): Promise<void> {
   await run([
     `${bin}/initdb`,
     "-D",
@@ -166,9 +189,16 @@ export async function startCluster(
     "shared_buffers = 128MB",
   ].join("\n");
   await run(["sh", "-c", `cat >> '${data}/postgresql.conf'`], { asPostgres: true, stdin: conf });
-  await run([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, "-w", "start"], {
-    asPostgres: true,
-  });
+}
+
+function clusterHandle(
+  bin: string,
+  dir: string,
+  data: string,
+  port: number,
+  keep: boolean,
+  created: boolean,
+): Cluster {
   const psqlBin = `${bin}/psql`;
   let hasPsql = true;
   try {
@@ -182,6 +212,7 @@ export async function startCluster(
     uri: uriFor("postgres"),
     port,
     dir,
+    created,
     uriFor,
     psql: (sql, database = "postgres") =>
       hasPsql
@@ -210,19 +241,20 @@ export async function startCluster(
       if (stopped) return;
       stopped = true;
       try {
-        await run([`${bin}/pg_ctl`, "-D", data, "-m", "immediate", "-w", "stop"], {
+        await run([`${bin}/pg_ctl`, "-D", data, "-m", keep ? "fast" : "immediate", "-w", "stop"], {
           asPostgres: true,
         });
       } catch { /* already down */ }
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      if (!keep) await Deno.remove(dir, { recursive: true }).catch(() => {});
     },
     stopSync() {
       if (stopped) return;
       stopped = true;
-      const argv = [`${bin}/pg_ctl`, "-D", data, "-m", "immediate", "-w", "stop"];
+      const argv = [`${bin}/pg_ctl`, "-D", data, "-m", keep ? "fast" : "immediate", "-w", "stop"];
       const full = isRoot() ? ["runuser", "-u", "postgres", "--", ...argv] : argv;
       new Deno.Command(full[0], { args: full.slice(1), stdout: "null", stderr: "null" })
         .outputSync();
+      if (keep) return;
       try {
         Deno.removeSync(dir, { recursive: true });
       } catch { /* gone */ }

@@ -15,7 +15,7 @@ import type {
   RelationKind,
   Schema,
 } from "./schema.ts";
-import { qualified } from "./schema.ts";
+import { ident, qualified } from "./schema.ts";
 import { Blacklist } from "./blacklist.ts";
 
 const SYSTEM = `n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast')
@@ -69,6 +69,8 @@ where p.prokind = 'f' and ${SYSTEM}`;
 const Q_TYPES = `
 select t.oid::int8 as oid, n.nspname as schema, t.typname as name, t.typtype as typtype,
   t.typrelid::int8 as relid, format_type(t.oid, null) as formatted,
+  exists(select 1 from pg_type b where b.oid = case when t.typtype = 'd' then t.typbasetype else t.oid end
+    and b.typnamespace = 'pg_catalog'::regnamespace and (b.typname like 'reg%' or b.typname = 'oid')) as probe,
   case when t.typtype = 'e' then array(select e.enumlabel::text from pg_enum e where e.enumtypid = t.oid order by e.enumsortorder) end as labels
 from pg_type t join pg_namespace n on n.oid = t.typnamespace
 where t.typtype in ('b','c','d','e','r','m') and t.typname not like '\\_%' and t.typisdefined
@@ -76,12 +78,25 @@ where t.typtype in ('b','c','d','e','r','m') and t.typname not like '\\_%' and t
 
 const Q_ROLES = `
 select r.rolname as name, r.rolinherit as inherit,
+  pg_has_role(session_user, r.oid, 'MEMBER') as switchable,
   array(select g.rolname from pg_auth_members m join pg_roles g on g.oid = m.roleid where m.member = r.oid) as member_of
 from pg_roles r`;
 
 const Q_SCHEMAS = `
 select n.nspname as name, pg_get_userbyid(n.nspowner) as owner, coalesce(n.nspacl::text[], '{}') as acl
 from pg_namespace n where ${SYSTEM}`;
+
+const Q_UNIQUE_INDEXES = `
+select i.indrelid::int8 as rel,
+  array(select a.attname from unnest(i.indkey::int2[]) with ordinality k(n, o)
+        join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.n order by k.o) as cols
+from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.oid = c.relnamespace
+where i.indisunique and not i.indisprimary and i.indpred is null and i.indexprs is null
+  and i.indisvalid and ${SYSTEM}`;
+
+const Q_TS_CONFIGS = `
+select n.nspname as schema, c.cfgname as name
+from pg_ts_config c join pg_namespace n on n.oid = c.cfgnamespace`;
 
 const Q_META =
   `select current_user as current_user, current_setting('server_version_num')::int as version`;
@@ -127,21 +142,27 @@ export async function introspect(uri: string, blacklist = new Blacklist()): Prom
   });
   try {
     // All queries pipelined on the one connection inside a repeatable-read snapshot.
-    const [rels, cols, cons, fns, types, roles, schemas, meta] = await sql.begin(
-      "isolation level repeatable read read only",
-      (tx) =>
-        Promise.all([
-          tx.unsafe(Q_RELATIONS),
-          tx.unsafe(Q_COLUMNS),
-          tx.unsafe(Q_CONSTRAINTS),
-          tx.unsafe(Q_FUNCTIONS),
-          tx.unsafe(Q_TYPES),
-          tx.unsafe(Q_ROLES),
-          tx.unsafe(Q_SCHEMAS),
-          tx.unsafe(Q_META),
-        ]),
-    ) as unknown as Row[][];
-    const schema = buildSchema({ rels, cols, cons, fns, types, roles, schemas, meta }, blacklist);
+    const [rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs] = await sql
+      .begin(
+        "isolation level repeatable read read only",
+        (tx) =>
+          Promise.all([
+            tx.unsafe(Q_RELATIONS),
+            tx.unsafe(Q_COLUMNS),
+            tx.unsafe(Q_CONSTRAINTS),
+            tx.unsafe(Q_FUNCTIONS),
+            tx.unsafe(Q_TYPES),
+            tx.unsafe(Q_ROLES),
+            tx.unsafe(Q_SCHEMAS),
+            tx.unsafe(Q_META),
+            tx.unsafe(Q_UNIQUE_INDEXES),
+            tx.unsafe(Q_TS_CONFIGS),
+          ]),
+      ) as unknown as Row[][];
+    const schema = buildSchema(
+      { rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs },
+      blacklist,
+    );
     schema.durationMs = performance.now() - t0;
     return schema;
   } finally {
@@ -181,6 +202,10 @@ export function buildSchema(
     roles: Row[];
     schemas: Row[];
     meta: Row[];
+    /** Non-partial, non-expression unique indexes (unique keys like UNIQUE constraints). */
+    uniqueIndexes?: Row[];
+    /** Text search configurations. */
+    tsConfigs?: Row[];
   },
   blacklist: Blacklist,
 ): Schema {
@@ -249,10 +274,28 @@ export function buildSchema(
       }
     }
   }
+  for (const u of rows.uniqueIndexes ?? []) {
+    const rel = byOid.get(Number(u.rel));
+    const cols = u.cols as string[];
+    if (!rel || cols.length === 0) continue;
+    const same = (k: string[]) => k.length === cols.length && k.every((c) => cols.includes(c));
+    if (same(rel.primaryKey) || rel.unique.some(same)) continue;
+    rel.unique.push(cols);
+  }
   const composites = new Map<number, CompositeType>();
   const enums: EnumType[] = [];
   const typeNames = new Set<string>();
+  const castTargets = new Map<string, { schema: string; sql: string }>();
   for (const t of rows.types) {
+    if (castable(t, byOid, relations)) {
+      const ns = t.schema as string;
+      const target = ns === "pg_catalog"
+        ? { schema: ns, sql: t.formatted as string }
+        : { schema: ns, sql: `${ident(ns)}.${ident(t.name as string)}` };
+      for (const key of [t.formatted as string, t.name as string, `${ns}.${t.name}`]) {
+        if (!castTargets.has(key) || ns === "pg_catalog") castTargets.set(key, target);
+      }
+    }
     typeNames.add(t.formatted as string);
     typeNames.add(t.name as string);
     if (t.schema !== "pg_catalog") typeNames.add(`${t.schema}.${t.name}`);
@@ -391,6 +434,13 @@ export function buildSchema(
     composites,
     enums,
     typeNames,
+    castTargets,
+    tsConfigs: new Set(
+      (rows.tsConfigs ?? []).flatMap((c) => [c.name as string, `${c.schema}.${c.name}`]),
+    ),
+    switchableRoles: rows.roles.some((r) => r.switchable !== undefined)
+      ? new Set(rows.roles.filter((r) => r.switchable === true).map((r) => r.name as string))
+      : undefined,
     roles: new Set(direct.keys()),
     memberOf,
     schemaUsage,
@@ -399,4 +449,18 @@ export function buildSchema(
     serverVersion: Number(meta.version),
     durationMs: 0,
   };
+}
+
+/**
+ * Whether a type may be a cast target (casts must not probe the catalogs): a base type, domain,
+ * enum or range that is not an object identifier (`oid`, `reg*`, or a domain over one), the row
+ * type of a relation that survived the blacklist, or a standalone composite type outside
+ * pg_catalog.
+ */
+function castable(t: Row, byOid: Map<number, Relation>, relations: Map<string, Relation>): boolean {
+  if (t.probe === true) return false;
+  if (t.typtype !== "c") return true;
+  const rel = byOid.get(Number(t.relid));
+  if (rel) return relations.has(qualified(rel.schema, rel.name));
+  return t.schema !== "pg_catalog";
 }

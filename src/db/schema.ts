@@ -132,6 +132,19 @@ export interface Schema {
   enums: EnumType[];
   /** Every known type name usable in a cast (format_type text and plain names). */
   typeNames: Set<string>;
+  /**
+   * Type names a cast may target (ordinary types and visible row types; never `oid`/`reg*`),
+   * each with the schema it lives in and its SQL spelling (schema-qualified outside
+   * pg_catalog). Absent: every name of typeNames.
+   */
+  castTargets?: Map<string, { schema: string; sql: string }>;
+  /** Text search configuration names (plain and schema-qualified). */
+  tsConfigs?: Set<string>;
+  /**
+   * Roles the connecting role can switch to (`pg_has_role(session_user, role, 'MEMBER')`).
+   * Absent: every role.
+   */
+  switchableRoles?: Set<string>;
   /** Every role name. */
   roles: Set<string>;
   /** role → roles it is a member of (transitively, inheriting), including itself and PUBLIC (""). */
@@ -200,4 +213,18 @@ export function canExecute(schema: Schema, role: string, fn: Func, ignorePublic 
     if (roles.has(g)) return true;
   }
   return false;
+}
+
+/** Whether a session's role is usable: it exists and the connecting role can switch to it. */
+export function canAssume(schema: Schema, role: string): boolean {
+  if (!schema.roles.has(role)) return false;
+  return schema.switchableRoles === undefined || schema.switchableRoles.has(role);
+}
+
+/** Whether `role` holds USAGE on a schema (directly, inherited or PUBLIC), or owns it. */
+export function hasSchemaUsage(schema: Schema, role: string, ns: string): boolean {
+  const usage = schema.schemaUsage.get(ns);
+  if (!usage) return false;
+  const roles = effectiveRoles(schema, role);
+  return [...usage].some((g) => roles.has(g));
 }

@@ -56,6 +56,9 @@ export function statusOfSqlState(code: string, anonymous: boolean): number {
   if (code.startsWith("22")) return 400;
   // Operand types that do not fit (e.g. comparing text with a number), writing a generated column.
   if (["42883", "42804", "42846", "42725", "428C9"].includes(code)) return 400;
+  // An object named by a client value that does not exist (a text search configuration, a
+  // reg* function argument): identifiers are checked before SQL, so only values reach here.
+  if (code === "42704") return 400;
   if (code === "P0001") return 400;
   if (code === "40001" || code === "40P01") return 503;
   if (code === "57014") return 504;

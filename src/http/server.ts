@@ -18,6 +18,8 @@ import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { routeInfo } from "./routes/declare.ts";
 import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
+import { checkRole } from "./role.ts";
+import { schemaOids, visibleTo } from "../typescript/visible.ts";
 import type { Sso } from "../sso/mod.ts";
 
 /** Per-request values shared between middleware and handlers. */
@@ -48,6 +50,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const app = new Hono<Env>();
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
 
+  const handleError = (e: unknown, anonymous: boolean): Response => {
+    if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
+      log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
+    }
+    return errorResponse(e, errCtx(anonymous));
+  };
+
   // Access log, hold-during-reload, session resolution.
   app.use("*", async (c, next) => {
     const t0 = performance.now();
@@ -66,6 +75,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
         c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal });
       }
       await next();
+    } catch (e) {
+      // An error escaping the handlers (e.g. from notFound) becomes the response here, so that
+      // the Set-Cookie below and the access log see the status actually sent.
+      c.res = handleError(e, c.get("anonymous") ?? true);
     } finally {
       gate.leave();
       const setCookie = c.get("setCookie");
@@ -98,12 +111,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
     return done.response;
   });
 
-  app.onError((e, c) => {
-    if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
-      log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
-    }
-    return errorResponse(e, errCtx(c.get("anonymous") ?? true));
-  });
+  app.onError((e, c) => handleError(e, c.get("anonymous") ?? true));
 
   // Health never waits for the request pool: live needs no database, ready asks through the
   // probe's own connection within 1 s.
@@ -122,23 +130,21 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const svcContext = (anonymous: boolean, who: RequestRole): SvcContext => {
     const state = runtime.state;
     if (!state) throw new SvcError("PG_UNAVAILABLE", "the database is not available yet");
-    if (anonymous && !state.anonymousExists) {
-      throw new SvcError("AUTH_ANONYMOUS_DISABLED", "anonymous access is disabled; log in first");
-    }
-    if (!anonymous && !state.schema.roles.has(who.role)) {
-      throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
-    }
+    checkRole(state, who, anonymous);
     return { cfg, db, state, who };
   };
 
-  app.get("/svc/database.json", (c) => {
+  app.get("/svc/database.json", async (c) => {
     const ctx = svcContext(c.get("anonymous"), c.get("who"));
+    const schema = ctx.state.schema;
+    const visible = await db.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
     return c.json(
       databaseJson(
-        ctx.state.schema,
+        schema,
         ctx.who.role,
         ctx.state.wellknown.list(),
         routeInfo(ctx.state.routes),
+        visible,
       ),
     );
   });

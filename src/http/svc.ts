@@ -220,8 +220,8 @@ async function runOne(
         out.count = Number(c[0].count);
       }
       out.offset = r.node.offset ?? 0;
-      if (r.node.limit !== null) out.limit = r.node.limit;
     }
+    if (r.node.limit !== null) out.limit = r.node.limit; // SPEC: echoed whenever set
     if (q.query_plan) {
       out.query_plan = want.plan
         ? [await explain(tx, compiled.rows.sql, compiled.rows.params)]
@@ -229,7 +229,9 @@ async function runOne(
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
   } else {
-    const plan = planWrite(r.node, q.data, `${pointer}/data`);
+    const plan = planWrite(r.node, q.data, `${pointer}/data`, {
+      readBack: q.returns !== "none",
+    });
     const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
     const sqlOut: unknown[] = [...wr.sql];
     const plans: unknown[] = [...wr.plans];

@@ -4,6 +4,7 @@
  */
 import type { Column, Relation, Schema } from "../db/schema.ts";
 import { canExecute, canSelect } from "../db/schema.ts";
+import type { Visible } from "./visible.ts";
 
 /** A well-known query as listed in database.json. */
 export interface WellKnownInfo {
@@ -47,12 +48,17 @@ function relation(r: Relation) {
   };
 }
 
-/** Builds the database.json document for `role` (all of it when role is null). */
+/**
+ * Builds the database.json document for `role` (all of it when role is null). `visible`, when
+ * given (asked of PostgreSQL at request time, see ./visible.ts), decides what the role is shown
+ * instead of the privileges read at introspection.
+ */
 export function databaseJson(
   schema: Schema,
   role: string | null,
   wellknown: WellKnownInfo[],
   routes: RouteInfo = new Map(),
+  visible?: Visible,
 ): Record<string, unknown> {
   const schemas = new Map<string, { name: string; relations: unknown[]; functions: unknown[] }>();
   const entry = (name: string) => {
@@ -61,12 +67,16 @@ export function databaseJson(
     return e;
   };
   for (const r of schema.relations.values()) {
-    if (role !== null && !canSelect(schema, role, r)) continue;
+    if (visible) {
+      if (!visible.relations.has(r.oid)) continue;
+    } else if (role !== null && !canSelect(schema, role, r)) continue;
     entry(r.schema).relations.push(relation(r));
   }
   for (const fns of schema.functions.values()) {
     for (const f of fns) {
-      if (role !== null && !canExecute(schema, role, f)) continue;
+      if (visible) {
+        if (!visible.functions.has(f.oid)) continue;
+      } else if (role !== null && !canExecute(schema, role, f)) continue;
       entry(f.schema).functions.push({
         name: f.name,
         arguments: f.args.map((a) => ({

@@ -194,7 +194,12 @@ interface Ctx {
  * the request (default `/data`). Throws SvcError (QUERY_INVALID, QUERY_NOT_WRITABLE,
  * QUERY_MANDATORY_COLUMN_MISSING) and nothing else.
  */
-export function planWrite(node: RelationNode, data: unknown, pointer = "/data"): WritePlan {
+export function planWrite(
+  node: RelationNode,
+  data: unknown,
+  pointer = "/data",
+  opts: { readBack?: boolean } = {},
+): WritePlan {
   if (!Array.isArray(data)) throw invalid(pointer, "data must be an array of rows");
   const ctx: Ctx = { nodes: [] };
   const root = newNode(ctx, node, null, null, []);
@@ -205,6 +210,11 @@ export function planWrite(node: RelationNode, data: unknown, pointer = "/data"):
   }));
   processNode(ctx, root, node, inputs);
   for (const n of ctx.nodes) n.returning = returningOf(ctx, n);
+  // Without a read-back (`returns: none`), a plain insert of one relation needs no column back:
+  // an INSERT-only table (no SELECT privilege) can then be written.
+  if (opts.readBack === false && ctx.nodes.length === 1 && root.query.writeMode === "insert") {
+    root.returning = [];
+  }
   return { root, nodes: ctx.nodes, steps: buildSteps(ctx, root) };
 }
 
@@ -249,7 +259,7 @@ function newNode(
         `${q.pointer}/on_conflict`,
         `on_conflict (${
           conflict.join(", ")
-        }) is neither the primary key nor a unique constraint of ${table}`,
+        }) is neither the primary key nor a unique constraint or index of ${table}`,
       );
     }
   }

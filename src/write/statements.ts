@@ -78,7 +78,7 @@ export function insertStatement(t: StatementTarget, columns: InputColumn[]): str
   return `INSERT INTO ${qname(t)} AS t${list} SELECT ${select} FROM ${
     recordset(columns)
   } ORDER BY x."@o" ` +
-    `RETURNING ${returning(t)}`;
+    `RETURNING ${t.returning.length > 0 ? returning(t) : `1 AS "@1"`}`;
 }
 
 /** Multi-row UPDATE by key; a flagged column is only set in rows whose flag is true. */

@@ -199,15 +199,15 @@ Deno.test("anonymous role missing: 401 AUTH_ANONYMOUS_DISABLED, sessions still w
   }
 });
 
-Deno.test("relations the role cannot see are unknown; permission denied is 401 anonymous, 403 session", async () => {
+Deno.test("the database decides: no privilege is 401 anonymous, 403 session", async () => {
   await psql(
     `create table hidden (id int primary key); grant select on note to member;`,
     "sessions",
   );
   await srv.server.runtime.reload("signal");
   const a = await srv.post("/svc", { relation: "hidden" });
-  assert.equal(a.status, 404);
-  assert.equal(a.headers.get("x-svc-errorcode"), "QUERY_UNKNOWN_RELATION");
+  assert.equal(a.status, 401);
+  assert.equal(a.headers.get("x-svc-errorcode"), "PG_42501");
   await a.body?.cancel();
   // ~anonymous may read note but not insert: the database says 42501.
   const w = await srv.post("/svc", {

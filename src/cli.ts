@@ -1,0 +1,105 @@
+/**
+ * Command-line actions that answer and exit before the server starts: `--help`, `--version`,
+ * `--print-setup-sql`. Everything else on the command line is configuration (`--<key>=<value>`).
+ */
+import denoJson from "../deno.json" with { type: "json" };
+import { KEYS, type KeySpec } from "./config/keys.ts";
+import { isPlanned } from "./config/planned.ts";
+
+/** svc's version (deno.json `version`). */
+export const VERSION: string = denoJson.version;
+
+/** Where the full configuration reference lives. */
+export const CONFIG_REFERENCE = "README.md#configuration (in the svc repository)";
+
+function kindText(k: KeySpec["kind"]): string {
+  return typeof k === "object" ? k.enum.join("|") : k;
+}
+
+function defaultText(d: unknown): string {
+  if (d === undefined) return "";
+  if (d === "dev") return " (default: follows --dev)";
+  if (Array.isArray(d)) return d.length ? ` (default: ${d.join(",")})` : "";
+  return ` (default: ${String(d)})`;
+}
+
+/** The `--help` text: usage, the actions, and every configuration flag from the key table. */
+export function helpText(): string {
+  const lines = [
+    `svc ${VERSION}: a PostgreSQL database over HTTP`,
+    "",
+    "Usage: svc [--<key>=<value> | --<key> <value> | --dev] …",
+    "",
+    "Actions:",
+    "  --help              print this help and exit",
+    "  --version           print the version and exit",
+    "  --print-setup-sql   print the SQL that creates the anonymous role and the authenticator",
+    "                      (NOINHERIT, granted the roles it may switch to) and exit",
+    "",
+    "Configuration flags (also SVC_<SECTION>__<KEY> environment variables, or a config file",
+    `given by --config / SVC_CONFIG); reference: ${CONFIG_REFERENCE}`,
+    "",
+  ];
+  for (const k of KEYS) {
+    const flag = k.kind === "bool" ? `--${k.key}` : `--${k.key}=<${kindText(k.kind)}>`;
+    const planned = isPlanned(k.key) ? " [planned: accepted, no effect yet]" : "";
+    lines.push(`  ${flag}`);
+    lines.push(`      ${k.doc}${defaultText(k.default)}${planned}`);
+  }
+  return lines.join("\n");
+}
+
+/** SQL creating the anonymous role and a NOINHERIT authenticator that can switch to it. */
+export function setupSql(opts: { anonymousRole: string; authenticator?: string }): string {
+  const q = (s: string) => `"${s.replaceAll('"', '""')}"`;
+  const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
+  const anon = opts.anonymousRole;
+  const auth = opts.authenticator ?? "svc_authenticator";
+  return `-- svc production setup: run as a superuser (or a role with CREATEROLE), then adapt.
+-- svc connects as the authenticator and switches to each request's role with
+-- set_config('role', …): the authenticator must be a member of every such role, and NOINHERIT so
+-- that it holds no privilege of its own.
+do $$ begin
+  if not exists (select from pg_roles where rolname = ${lit(anon)}) then
+    create role ${q(anon)} nologin;
+  end if;
+  if not exists (select from pg_roles where rolname = ${lit(auth)}) then
+    create role ${q(auth)} login noinherit password 'change me';
+  end if;
+end $$;
+grant ${q(anon)} to ${q(auth)};
+
+-- What anonymous requests may do: grant only that (example: read the public schema).
+grant usage on schema public to ${q(anon)};
+-- grant select on all tables in schema public to ${q(anon)};
+
+-- Every role a session token may carry (its "role" claim) must be granted to the authenticator:
+-- create role app_user nologin;
+-- grant usage on schema public to app_user;
+-- grant select, insert, update, delete on all tables in schema public to app_user;
+-- grant app_user to ${q(auth)};
+
+-- Then start svc with --pg.uri=postgres://${auth}:…@host/db (and --pg.query.anonymous_role=${anon}
+-- if you chose another name).
+`;
+}
+
+/**
+ * Handles the exit-early actions. Returns true when one ran (the caller exits 0).
+ * `anonymousRole` is the configured (or default) anonymous role, used by --print-setup-sql.
+ */
+export function runAction(args: string[], anonymousRole: () => string): boolean {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(helpText());
+    return true;
+  }
+  if (args.includes("--version")) {
+    console.log(`svc ${VERSION}`);
+    return true;
+  }
+  if (args.includes("--print-setup-sql")) {
+    console.log(setupSql({ anonymousRole: anonymousRole() }));
+    return true;
+  }
+  return false;
+}

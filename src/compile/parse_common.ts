@@ -1,0 +1,87 @@
+/**
+ * Shared pieces of the query-tree parser: options, parser state, name scopes and small helpers
+ * used by the relation, select and expression parsers.
+ */
+import type { Column, ComputedField, Func, FunctionArg, Relation, Schema } from "../db/schema.ts";
+import { invalid, SvcError } from "../errors.ts";
+import type { Expr, JoinNode, Source } from "./ast.ts";
+
+/** Options of {@link parseQuery}. */
+export interface ParseOptions {
+  /** Maximum join nesting (`pg.query.max_depth`); the root is depth 0. */
+  maxDepth: number;
+  /** Parameters of a well-known query definition; `$param` is only allowed when given. */
+  params?: Record<string, { cast?: string }> | null;
+  /** JSON pointer of the tree inside the request body (prefix of every error pointer). */
+  pointer?: string;
+  /**
+   * The request's role. Never used to refuse a query (PostgreSQL decides); it narrows "did you
+   * mean" suggestions and the cast targets (types in schemas it has no USAGE on are unknown).
+   */
+  role?: string;
+}
+
+/** Escapes one JSON pointer segment (RFC 6901). */
+export function ptr(base: string, key: string | number): string {
+  return `${base}/${String(key).replaceAll("~", "~0").replaceAll("/", "~1")}`;
+}
+
+/** A QUERY_UNKNOWN_COLUMN error pointing at a node. */
+export function unknownColumn(pointer: string, message: string): SvcError {
+  return new SvcError("QUERY_UNKNOWN_COLUMN", message, { details: { pointer } });
+}
+
+/** Whether `v` is a plain JSON object. */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Parser state shared by the whole tree. */
+export interface Ctx {
+  schema: Schema;
+  opts: ParseOptions;
+  /** Next sqlAlias number. */
+  next: number;
+  /** The composite field (Column) behind each field expression, for nested `.` access. */
+  fieldColumns: WeakMap<Expr, Column>;
+}
+
+/** What bare names and `.`/`agg` references resolve against. */
+export interface Scope {
+  /** sqlAlias of the relation. */
+  alias: string;
+  /** The name the caller used for the relation (`alias` or relation name). */
+  name: string;
+  columns: Map<string, Column>;
+  computed: Map<string, ComputedField>;
+  /** Outgoing/incoming joins by key. */
+  joins: Map<string, JoinNode>;
+}
+
+/** Columns of a node's rows. */
+export function sourceColumns(source: Source): Column[] {
+  return source.kind === "relation" ? source.relation.columns : source.columns;
+}
+
+/** An optional non-empty string field. */
+export function optionalString(v: unknown, pointer: string): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "string" || v === "") throw invalid(pointer, "expected a non-empty string");
+  return v;
+}
+
+/** The relation a source reads rows of (for FKs and computed fields), if any. */
+export function sourceRelation(schema: Schema, source: Source): Relation | null {
+  if (source.kind === "relation") return source.relation;
+  const r = source.func.returns.relation;
+  return r ? schema.relations.get(`${r.schema}.${r.name}`) ?? null : null;
+}
+
+/** The declared input argument a call argument binds to. */
+export function argumentOf(
+  func: Func,
+  arg: { name: string | null },
+  index: number,
+): FunctionArg | undefined {
+  return arg.name === null ? func.inArgs[index] : func.inArgs.find((a) => a.name === arg.name);
+}

@@ -1,0 +1,20 @@
+/**
+ * Configuration keys that are accepted but have no effect yet (their features are being built):
+ * README's configuration table and `--help` mark them "planned". Remove a prefix when its
+ * feature lands.
+ */
+export const PLANNED_PREFIXES: readonly string[] = [
+  "http.max_part_count",
+  "http.static.",
+  "http.upload.",
+  "http.templates.",
+  "http.cors.",
+  "http.csp.",
+  "route.<schema>.<function>.template",
+  "route.<schema>.<function>.stream_upload",
+];
+
+/** Whether a key (as written in the key table) has no effect yet. */
+export function isPlanned(key: string): boolean {
+  return PLANNED_PREFIXES.some((p) => p.endsWith(".") ? key.startsWith(p) : key === p);
+}

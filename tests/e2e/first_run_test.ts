@@ -1,0 +1,85 @@
+/**
+ * First-run and operations polish, at process level: --help, --version, --print-setup-sql, a
+ * busy port, container environment variables, the access log's status and the startup URL.
+ */
+import assert from "node:assert/strict";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { runSvc, spawnSvc } from "../helpers/process.ts";
+import { TEST_SECRET } from "../helpers/server.ts";
+import { freePort } from "../../src/db/cluster.ts";
+import { KEYS } from "../../src/config/keys.ts";
+import denoJson from "../../deno.json" with { type: "json" };
+
+Deno.test("--help lists every flag and the reference; --version prints the version", async () => {
+  const help = await runSvc(["--help"]);
+  assert.equal(help.code, 0, help.stderr);
+  for (const k of KEYS) assert.ok(help.stdout.includes(`--${k.key}`), `--help lacks --${k.key}`);
+  assert.match(help.stdout, /--version/);
+  assert.match(help.stdout, /--print-setup-sql/);
+  assert.match(help.stdout, /README\.md#configuration/);
+  assert.match(help.stdout, /--http\.static\.path=<string>\n.*planned/);
+  const version = await runSvc(["--version"]);
+  assert.equal(version.code, 0);
+  assert.equal(version.stdout.trim(), `svc ${denoJson.version}`);
+});
+
+Deno.test("--print-setup-sql: the anonymous role and a NOINHERIT authenticator", async () => {
+  const out = await runSvc(["--print-setup-sql", "--pg.query.anonymous_role=web_anon"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.match(out.stdout, /create role "web_anon" nologin/);
+  assert.match(out.stdout, /login noinherit/);
+  assert.match(out.stdout, /grant "web_anon" to "svc_authenticator"/);
+});
+
+Deno.test("a busy port exits 1 with one clear line", async () => {
+  const port = freePort();
+  const busy = Deno.listen({ hostname: "127.0.0.1", port });
+  try {
+    const out = await runSvc([
+      "--http.host=127.0.0.1",
+      `--http.port=${port}`,
+      `--jwt.secret=${TEST_SECRET}`,
+      `--secrets.dir=${await Deno.makeTempDir()}`,
+      `--pg.uri=postgres://postgres@127.0.0.1:${freePort()}/postgres`,
+    ]);
+    assert.equal(out.code, 1, out.stderr);
+    assert.match(out.stderr, new RegExp(`port ${port} is in use \\(set --http\\.port\\)`));
+    assert.ok(!out.stderr.includes("    at "), "no stack trace");
+  } finally {
+    busy.close();
+  }
+});
+
+Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __ stays an error", async () => {
+  const uri = await chinookDb();
+  const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=debug"], {
+    SVC_PORT: "tcp://10.0.0.1:80",
+    SVC_SERVICE_HOST: "10.0.0.1",
+    SVC_PORT_80_TCP_ADDR: "10.0.0.1",
+  });
+  try {
+    await svc.waitHealthy();
+    const r = await fetch(`${svc.url}/svc?relation=genre&limit=1`);
+    assert.equal(r.status, 200);
+    await r.body?.cancel();
+    // A 404 is logged as 404 (the status actually sent).
+    const nf = await fetch(`${svc.url}/no/such/path`);
+    assert.equal(nf.status, 404);
+    await nf.body?.cancel();
+    await new Promise((r) => setTimeout(r, 300));
+    const lines = svc.output().split("\n").filter((l) => l.includes("/no/such/path"));
+    assert.equal(lines.length, 1, svc.output());
+    assert.match(lines[0], /"status":404/);
+    assert.match(svc.output(), /SVC_PORT.*ignored|ignored.*SVC_PORT/);
+    assert.match(svc.output(), /svc is serving \\?"?http:\/\/127\.0\.0\.1:\d+\/svc/);
+  } finally {
+    await svc.stop();
+  }
+  const bad = await runSvc([], { SVC_PG__NO_SUCH_KEY: "1" });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /unknown configuration key "pg\.no_such_key"/);
+});
+
+Deno.test("teardown", async () => {
+  await stopDb();
+});
