@@ -14,6 +14,7 @@ import { installProcessGuard } from "./src/guard.ts";
 import { runAction } from "./src/cli.ts";
 import { announce, setupAnonymousRole } from "./src/startup.ts";
 import { ignoredEnv } from "./src/config/env.ts";
+import { createSso } from "./src/sso/mod.ts";
 
 /** A running server. */
 export interface Server {
@@ -48,7 +49,8 @@ export async function start(cfg: Config): Promise<Server> {
   });
   const health = new HealthProbe(connectionString(cfg));
   const runtime = new Runtime(cfg);
-  const app = createApp({ cfg, db, runtime, sessions, health });
+  const sso = createSso({ cfg, db, sessions, secret });
+  const app = createApp({ cfg, db, runtime, sessions, health, sso });
   const server = Deno.serve({
     hostname: cfg.http.host,
     port: cfg.http.port,
@@ -60,6 +62,7 @@ export async function start(cfg: Config): Promise<Server> {
   for (const name of ignoredEnv(Deno.env.toObject())) {
     log.debug("environment variable {name} is not configuration (no __): ignored", { name });
   }
+  void sso.start();
 
   let stopping = false;
   const ready = (async () => {

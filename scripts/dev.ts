@@ -9,7 +9,8 @@
 import { loadChinook, startCluster } from "../src/db/cluster.ts";
 
 const fresh = Deno.args.includes("--fresh");
-const args = Deno.args.filter((a) => a !== "--fresh");
+const withOidc = Deno.args.includes("--with-oidc");
+const args = Deno.args.filter((a) => a !== "--fresh" && a !== "--with-oidc");
 const env = Deno.env.toObject();
 const configured = args.some((a) => a.startsWith("--pg.") || a.startsWith("--config")) ||
   Object.keys(env).some((k) => k.startsWith("SVC_PG__") || k === "SVC_CONFIG");
@@ -44,6 +45,11 @@ if (!configured) {
   }
   flags.push(`--pg.uri=${uri}`);
   console.log(`svc dev: database ready at ${uri}`);
+  if (withOidc) await cluster.psql((await import("./dev_oidc.ts")).DEV_SSO_SQL, "chinook");
+}
+if (withOidc) {
+  // Optional local OpenID provider (scripts/dev_oidc.ts) and the `openid.dev` SSO entry.
+  flags.push(...await (await import("./dev_oidc.ts")).startDevOidc(port ?? 8080));
 }
 const child = new Deno.Command(Deno.execPath(), {
   args: [

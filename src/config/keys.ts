@@ -168,6 +168,11 @@ export const KEYS: KeySpec[] = [
     doc: "Externally reachable bare host (no scheme); required for SSO.",
   },
   {
+    key: "http.public_scheme",
+    kind: { enum: ["http", "https"] },
+    doc: "Scheme of SSO redirect and ACS URLs (default: https, http for localhost/127.0.0.1).",
+  },
+  {
     key: "http.cookies_max_age",
     kind: "int",
     default: 86400,

@@ -84,6 +84,7 @@ export interface Config {
     host: string;
     port: number;
     public_host?: string;
+    public_scheme?: "http" | "https";
     cookies_max_age: number;
     max_body_size: number;
     max_part_count: number;

@@ -4,18 +4,14 @@
  * feature lands.
  */
 export const PLANNED_PREFIXES: readonly string[] = [
-  "http.public_host",
   "http.max_part_count",
   "http.static.",
   "http.upload.",
   "http.templates.",
-  "http.functions.sso_callback",
   "http.cors.",
   "http.csp.",
   "route.<schema>.<function>.template",
   "route.<schema>.<function>.stream_upload",
-  "openid.",
-  "saml.",
 ];
 
 /** Whether a key (as written in the key table) has no effect yet. */

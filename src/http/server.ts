@@ -20,6 +20,7 @@ import { routeInfo } from "./routes/declare.ts";
 import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
 import { checkRole } from "./role.ts";
 import { schemaOids, visibleTo } from "../typescript/visible.ts";
+import type { Sso } from "../sso/mod.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -39,6 +40,8 @@ export interface AppDeps {
   health: HealthProbe;
   /** Template rendering and multipart decoding for declared routes (optional). */
   routeHooks?: RouteHooks;
+  /** Single sign-on endpoints under /auth/ (src/sso/mod.ts). */
+  sso?: Sso;
 }
 
 /** Builds the Hono application. */
@@ -168,6 +171,14 @@ export function createApp(deps: AppDeps): Hono<Env> {
       errCtx(c.get("anonymous") ?? true),
       { allow: "GET, HEAD, POST" },
     ));
+
+  // Single sign-on (src/sso/): the callback's own session cookie replaces a renewal.
+  app.all("/auth/*", async (c) => {
+    if (!deps.sso) throw new SvcError("HTTP_NOT_FOUND", "not found");
+    const out = await deps.sso.handle(c.req.raw, c.get("who"), c.get("anonymous"));
+    if (out.sessionCookieSet) c.set("setCookie", null);
+    return out.response;
+  });
 
   app.notFound(() => {
     throw new SvcError("HTTP_NOT_FOUND", "not found");

@@ -17,7 +17,7 @@ Deno.test("--help lists every flag and the reference; --version prints the versi
   assert.match(help.stdout, /--version/);
   assert.match(help.stdout, /--print-setup-sql/);
   assert.match(help.stdout, /README\.md#configuration/);
-  assert.match(help.stdout, /--openid\.<name>\.issuer=<string>\n.*planned/);
+  assert.match(help.stdout, /--http\.static\.path=<string>\n.*planned/);
   const version = await runSvc(["--version"]);
   assert.equal(version.code, 0);
   assert.equal(version.stdout.trim(), `svc ${denoJson.version}`);

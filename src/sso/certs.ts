@@ -1,0 +1,92 @@
+/**
+ * The SAML service-provider certificate and key (SPEC "OpenID Connect and SAML" 6): the first
+ * existing file of each colon-separated search list is used; when the certificate is missing
+ * everywhere, an RSA 2048 self-signed certificate (10 years, @peculiar/x509) and its PKCS#8 key
+ * are generated into the first path of each list (key mode 0600) and reused on later boots.
+ */
+// @peculiar/x509 needs the Reflect metadata polyfill loaded before it (its documented setup).
+import "reflect-metadata";
+import * as x509 from "@peculiar/x509";
+import { dirname } from "node:path";
+
+/** A PEM certificate and its PEM private key. */
+export interface SpKeyPair {
+  certificate: string;
+  privateKey: string;
+}
+
+async function firstExisting(list: string): Promise<string | undefined> {
+  for (const p of list.split(":").filter((x) => x !== "")) {
+    try {
+      if ((await Deno.stat(p)).isFile) return p;
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+  }
+  return undefined;
+}
+
+function pem(label: string, der: ArrayBuffer): string {
+  const b64 = btoa(String.fromCharCode(...new Uint8Array(der)));
+  return `-----BEGIN ${label}-----\n${b64.match(/.{1,64}/g)!.join("\n")}\n-----END ${label}-----\n`;
+}
+
+/** Generates a self-signed RSA certificate with `cn` as subject and issuer. */
+export async function generateSelfSigned(cn: string): Promise<SpKeyPair> {
+  const alg = {
+    name: "RSASSA-PKCS1-v1_5",
+    hash: "SHA-256",
+    publicExponent: new Uint8Array([1, 0, 1]),
+    modulusLength: 2048,
+  };
+  const keys = await crypto.subtle.generateKey(alg, true, ["sign", "verify"]);
+  const notBefore = new Date(Date.now() - 60_000);
+  const notAfter = new Date(notBefore.getTime() + 10 * 365 * 86400_000);
+  const serial = Array.from(crypto.getRandomValues(new Uint8Array(16)))
+    .map((b) => b.toString(16).padStart(2, "0")).join("").replace(/^[89a-f]/, "1");
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: serial,
+    name: `CN=${cn.replace(/[,+="\\<>;#]/g, "_")}`,
+    notBefore,
+    notAfter,
+    keys,
+    signingAlgorithm: alg,
+    extensions: [new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true)],
+  });
+  const pkcs8 = await crypto.subtle.exportKey("pkcs8", keys.privateKey);
+  return { certificate: cert.toString("pem") + "\n", privateKey: pem("PRIVATE KEY", pkcs8) };
+}
+
+/**
+ * Loads the certificate and key from the search lists, generating both on first boot. Generation
+ * writes to the first path of each list.
+ */
+export async function loadOrCreateSpKeys(
+  certList: string,
+  keyList: string,
+  cn = "svc SAML service provider",
+): Promise<SpKeyPair> {
+  const certPath = await firstExisting(certList);
+  const keyPath = await firstExisting(keyList);
+  if (certPath && keyPath) {
+    return {
+      certificate: await Deno.readTextFile(certPath),
+      privateKey: await Deno.readTextFile(keyPath),
+    };
+  }
+  if (certPath || keyPath) {
+    throw new Error(
+      `found ${certPath ? `certificate ${certPath}` : `private key ${keyPath}`} without its ${
+        certPath ? "private key" : "certificate"
+      }`,
+    );
+  }
+  const target = { cert: certList.split(":")[0], key: keyList.split(":")[0] };
+  if (!target.cert || !target.key) throw new Error("empty certificate or key path");
+  const pair = await generateSelfSigned(cn);
+  await Deno.mkdir(dirname(target.key), { recursive: true, mode: 0o700 });
+  await Deno.mkdir(dirname(target.cert), { recursive: true });
+  await Deno.writeTextFile(target.key, pair.privateKey, { mode: 0o600, createNew: true });
+  await Deno.writeTextFile(target.cert, pair.certificate, { createNew: true });
+  return pair;
+}

@@ -1,0 +1,108 @@
+/**
+ * What OIDC and SAML entries share: public URLs, the callback function's name, lazy resolution
+ * with backoff (an entry whose provider is down answers 503 SSO_NOT_READY and retries on the
+ * next login), and logging a protocol failure without tokens or assertions.
+ */
+import type { Config } from "../config/load.ts";
+import { SvcError } from "../errors.ts";
+import { log } from "../log.ts";
+
+/**
+ * `<scheme>://<host>` of an entry: the entry's `public_host`, else `http.public_host`; the scheme
+ * is `http.public_scheme`, else http for localhost/127.0.0.1/[::1] and https otherwise.
+ * Undefined when no public host is configured.
+ */
+export function publicOrigin(cfg: Config, entryHost: string | undefined): string | undefined {
+  const host = entryHost ?? cfg.http.public_host;
+  if (!host) return undefined;
+  const bare = host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.split(":")[0];
+  const local = bare === "localhost" || bare === "127.0.0.1" || bare === "[::1]";
+  const scheme = cfg.http.public_scheme ?? (local ? "http" : "https");
+  return `${scheme}://${host}`;
+}
+
+/** The entry's callback function: its own `callback_function`, else `http.functions.sso_callback`. */
+export function callbackFunction(cfg: Config, own: string | undefined): string | undefined {
+  return own ?? cfg.http.functions.sso_callback;
+}
+
+/**
+ * A value resolved at startup and, after a failure, again on demand with exponential backoff
+ * (1 s doubling to 60 s). `get()` answers 503 SSO_NOT_READY while it is unresolved.
+ */
+export class Lazy<T> {
+  #value: T | null = null;
+  #pending: Promise<T | null> | null = null;
+  #nextTry = 0;
+  #delay = 1000;
+
+  /** `load` resolves the value or throws (the reason is logged, never the response). */
+  constructor(readonly label: string, readonly load: () => Promise<T>) {}
+
+  /** Starts a resolution (startup). */
+  start(): Promise<T | null> {
+    return this.#attempt();
+  }
+
+  #attempt(): Promise<T | null> {
+    this.#pending ??= this.load().then(
+      (v) => {
+        this.#value = v;
+        log.info("sso {entry}: ready", { entry: this.label });
+        return v;
+      },
+      (e) => {
+        this.#nextTry = Date.now() + this.#delay;
+        log.warn("sso {entry}: not ready ({reason}); retrying on the next login after {ms} ms", {
+          entry: this.label,
+          reason: reason(e),
+          ms: this.#delay,
+        });
+        this.#delay = Math.min(this.#delay * 2, 60_000);
+        return null;
+      },
+    ).finally(() => (this.#pending = null));
+    return this.#pending;
+  }
+
+  /** The value; retries when due, 503 SSO_NOT_READY while unresolved. */
+  async get(): Promise<T> {
+    if (this.#value) return this.#value;
+    if (this.#pending) await this.#pending;
+    else if (Date.now() >= this.#nextTry) await this.#attempt();
+    if (this.#value) return this.#value;
+    throw new SvcError("SSO_NOT_READY", `the identity provider of ${this.label} is not ready yet`);
+  }
+}
+
+/** A short, token-free description of an error for logs. */
+export function reason(e: unknown): string {
+  const err = e as { code?: string; message?: string; cause?: { message?: string } };
+  const msg = String(err?.message ?? e).split("\n")[0].slice(0, 200);
+  const cause = err?.cause?.message ? ` (${String(err.cause.message).slice(0, 160)})` : "";
+  return `${err?.code ? `${err.code}: ` : ""}${msg}${cause}`;
+}
+
+/** Logs a refused login with the entry and reason, and returns the error to throw. */
+export function refuse(
+  entry: string,
+  code:
+    | "SSO_BAD_REQUEST"
+    | "SSO_BAD_STATE"
+    | "SSO_BAD_NONCE"
+    | "SSO_TOKEN_EXCHANGE_FAILED"
+    | "SSO_NO_ID_TOKEN"
+    | "SSO_INVALID_ID_TOKEN"
+    | "SSO_USERINFO_FAILED"
+    | "SSO_SAML_INVALID_RESPONSE"
+    | "SSO_INTERNAL",
+  message: string,
+  why?: unknown,
+): SvcError {
+  log.warn("sso {entry}: login refused, {code}: {reason}", {
+    entry,
+    code,
+    reason: why === undefined ? message : reason(why),
+  });
+  return new SvcError(code, message);
+}
