@@ -172,7 +172,8 @@ export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
   });
   const amp = r.amplification;
   const ampGrowth = amp ? amp.growth_mb : null;
-  const ampOk = amp ? amp.status.every((st) => st === 400) : null;
+  // probeBig also records -1 for a body not ending in "]": an error body never does.
+  const ampOk = amp ? amp.status.filter((st) => st !== -1).every((st) => st === 400) : null;
   targets.push({
     id: "amplification_rss",
     text: "one row of 1,297² track objects: 400 QUERY_RESULT_TOO_LARGE, svc RSS growth < 200 MiB",
@@ -367,9 +368,9 @@ export function renderMarkdown(r: Report): string {
     L.push(
       "| status | total ms | RSS before MiB | peak RSS MiB | growth MiB |",
       "|---|---:|---:|---:|---:|",
-      `| ${[...new Set(amp.status)].join(", ")} | ${amp.total_ms.map(ms).join(" / ")} | ${
-        f1(amp.baseline_rss_mb)
-      } | ${f1(amp.peak_rss_mb)} | ${f1(amp.growth_mb)} |`,
+      `| ${[...new Set(amp.status.filter((st) => st !== -1))].join(", ")} | ${
+        amp.total_ms.map(ms).join(" / ")
+      } | ${f1(amp.baseline_rss_mb)} | ${f1(amp.peak_rss_mb)} | ${f1(amp.growth_mb)} |`,
       "",
     );
   }
