@@ -11,6 +11,7 @@ import { HealthProbe } from "./src/db/health.ts";
 import { Runtime } from "./src/runtime.ts";
 import { createApp } from "./src/http/server.ts";
 import { installProcessGuard } from "./src/guard.ts";
+import { serveMetrics } from "./src/http/metrics.ts";
 
 /** A running server. */
 export interface Server {
@@ -53,6 +54,9 @@ export async function start(cfg: Config): Promise<Server> {
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
   log.info("listening on {host}:{port}", { host: cfg.http.host, port });
+  const metricsServer = cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
+    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
+    : null;
 
   let stopping = false;
   const ready = (async () => {
@@ -70,6 +74,7 @@ export async function start(cfg: Config): Promise<Server> {
     stopping = true;
     log.info("shutting down");
     const drained = server.shutdown();
+    await metricsServer?.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
     log.debug("shutdown: in-flight requests drained");
     // Requests were cancelled by the drain; never let one that ignores it keep the process up.

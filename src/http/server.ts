@@ -14,6 +14,11 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import { type PathKind, pathKind, requestId } from "./access.ts";
+import { bindMetricSources, observeDbError, observeRequest } from "../metrics.ts";
+import { uncaughtErrors } from "../guard.ts";
+import { metricsResponse } from "./metrics.ts";
+import { playgroundResponse } from "./playground.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -21,6 +26,10 @@ type Env = {
     who: RequestRole;
     anonymous: boolean;
     setCookie: string | null;
+    /** The request's X-Request-Id (echoed or generated). */
+    requestId: string;
+    /** The access log's and metrics' path kind; routes and static files may set their own. */
+    kind: PathKind;
   };
 };
 
@@ -38,10 +47,23 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const { cfg, db, runtime, sessions } = deps;
   const app = new Hono<Env>();
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
+  bindMetricSources({
+    pool: () => db.stats(),
+    wellknown: () => {
+      const wk = runtime.state?.wellknown;
+      if (!wk) return null;
+      return { active: wk.size, deactivated: wk.warnings.filter((w) => w.name).length };
+    },
+    tokenCache: () => sessions.cacheStats(),
+    uncaught: uncaughtErrors,
+  });
 
   // Access log, hold-during-reload, session resolution.
   app.use("*", async (c, next) => {
     const t0 = performance.now();
+    const rid = requestId(c.req.header("x-request-id"));
+    c.set("requestId", rid);
+    c.set("kind", pathKind(c.req.method, c.req.path));
     const gate = await runtime.enter();
     c.set("anonymous", true);
     c.set("setCookie", null);
@@ -51,32 +73,55 @@ export function createApp(deps: AppDeps): Hono<Env> {
       // A client that goes away cancels its statement, as reload and shutdown do.
       const signal = AbortSignal.any([gate.signal, c.req.raw.signal]);
       if (session.claims) {
-        c.set("who", { role: session.claims.role, claims: session.claims, signal });
+        c.set("who", {
+          role: session.claims.role,
+          claims: session.claims,
+          signal,
+          requestId: rid,
+        });
         c.set("anonymous", false);
       } else {
-        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal });
+        c.set("who", {
+          role: cfg.pg.query.anonymous_role,
+          claims: null,
+          signal,
+          requestId: rid,
+        });
       }
-      await next();
+      try {
+        await next();
+      } catch (e) {
+        // Thrown past the handlers (not found): answer here so the access line has the status.
+        c.res = onError(e as Error, c);
+      }
     } finally {
       gate.leave();
       const setCookie = c.get("setCookie");
       if (setCookie && c.res) c.res.headers.append("set-cookie", setCookie);
-      log.info("{method} {path} {status} {duration_ms} ms {role}", {
+      c.res.headers.set("x-request-id", rid);
+      const ms = performance.now() - t0;
+      const kind = c.get("kind");
+      observeRequest(kind, c.res.status, ms / 1000);
+      log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
         method: c.req.method,
         path: c.req.path,
-        status: c.res?.status,
-        duration_ms: Math.round((performance.now() - t0) * 100) / 100,
+        kind,
+        status: c.res.status,
+        duration_ms: Math.round(ms * 100) / 100,
         role: c.get("who")?.role,
+        request_id: rid,
       });
     }
   });
 
-  app.onError((e, c) => {
+  app.onError((e, c) => onError(e, c));
+  function onError(e: Error, c: Context<Env>): Response {
     if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
       log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
     }
+    observeDbError((e as { code?: unknown }).code);
     return errorResponse(e, errCtx(c.get("anonymous") ?? true));
-  });
+  }
 
   // Health never waits for the request pool: live needs no database, ready asks through the
   // probe's own connection within 1 s.
@@ -120,6 +165,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
       errCtx(c.get("anonymous") ?? true),
       { allow: "GET, HEAD, POST" },
     ));
+
+  if (cfg.http.metrics.enable && cfg.http.metrics.port === undefined) {
+    app.get("/svc/metrics", () => metricsResponse());
+  }
+  if (cfg.http.playground.enable) {
+    app.get("/svc/playground", () => playgroundResponse());
+  }
 
   app.notFound(() => {
     throw new SvcError("HTTP_NOT_FOUND", "not found");

@@ -1,0 +1,4 @@
+/** placeholder */
+export function playgroundResponse(): Response {
+  return new Response("todo", { status: 501 });
+}
