@@ -101,7 +101,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
       c.res.headers.set("x-request-id", rid);
       const ms = performance.now() - t0;
       const kind = c.get("kind");
-      observeRequest(kind, c.res.status, ms / 1000);
+      if (cfg.http.metrics.enable) observeRequest(kind, c.res.status, ms / 1000);
       log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
         method: c.req.method,
         path: c.req.path,
