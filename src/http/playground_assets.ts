@@ -94,6 +94,7 @@ button.use { font-size: 11px; margin-left: 4px; }
 #tabs button.active { background: #fff; border-bottom-color: #fff; font-weight: 600; }
 .tab { background: #fff; border: 1px solid #b9c0c9; padding: 8px; margin: 0; max-height: calc(100vh - 130px); overflow: auto; }
 pre.tab { font-size: 12px; white-space: pre-wrap; }
+#curl { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { border: 1px solid #d6dae0; padding: 2px 6px; vertical-align: top; text-align: left; }
 th { background: #eef0f3; }

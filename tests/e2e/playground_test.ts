@@ -53,6 +53,7 @@ Deno.test("playground in Chromium: pick artist, complete a join to album, run, S
     "--http.playground.enable=true",
     "--pg.query.allow_sql=true",
     "--pg.query.allow_query_plan=true",
+    `--pg.query.wellknown_path=${new URL("../../wellknown", import.meta.url).pathname}`,
   ]);
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
@@ -76,6 +77,17 @@ Deno.test("playground in Chromium: pick artist, complete a join to album, run, S
     await page.click('details[data-relation="album"] summary');
     const albumInfo = await page.textContent('details[data-relation="album"]');
     assert.match(albumInfo!, /artist_id → artist\(artist_id\)/);
+
+    // Well-known queries are listed with their params; a click puts one in the editor.
+    const wk = srv.server.runtime.state!.wellknown.list();
+    assert.ok(wk.length > 0);
+    const listed = await page.$$eval("#wellknown li a", (l) => l.map((x) => x.textContent));
+    assert.deepEqual(listed, wk.map((w) => w.name));
+    await page.click("#wellknown li a");
+    assert.deepEqual(Object.keys(JSON.parse(await page.locator("#editor").inputValue())), [
+      "wellknown",
+      "params",
+    ]);
 
     // Type the relation name and accept the completion.
     const editor = page.locator("#editor");
