@@ -54,6 +54,12 @@ export async function start(cfg: Config): Promise<Server> {
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
   log.info("listening on {host}:{port}", { host: cfg.http.host, port });
+  if (cfg.http.playground.enable) {
+    log.info("query playground: http://{host}:{port}/svc/playground", {
+      host: cfg.http.host === "0.0.0.0" ? "localhost" : cfg.http.host,
+      port,
+    });
+  }
   const metricsServer = cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
     ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
     : null;

@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { chinookDb, stopDb } from "../helpers/db.ts";
-import { startServer } from "../helpers/server.ts";
+import { now, startServer, token } from "../helpers/server.ts";
+import { loadConfig } from "../../src/config/load.ts";
 
 const uri = await chinookDb();
 const shots = new URL("../../docs/", import.meta.url);
@@ -171,6 +172,49 @@ Deno.test("playground in Chromium: pick artist, complete a join to album, run, S
     await page.screenshot({ path: new URL("playground-error.png", shots).pathname });
 
     assert.deepEqual(problems, []);
+  } finally {
+    await browser.close();
+    await srv.stop();
+  }
+});
+
+Deno.test("--dev turns the playground on", () => {
+  assert.equal(loadConfig({ args: ["--dev"], env: {} }).http.playground.enable, true);
+  assert.equal(loadConfig({ args: [], env: {} }).http.playground.enable, false);
+});
+
+Deno.test("the page uses the browser's session cookie: a role sees what it may see", async () => {
+  const cUri = await chinookDb(
+    "play_roles",
+    `do $$ begin
+       if not exists (select from pg_roles where rolname = 'play_reader') then
+         create role play_reader nologin;
+       end if;
+     end $$;
+     grant usage on schema public to play_reader;
+     grant select on artist to play_reader;
+     grant play_reader to current_user;`,
+  );
+  const srv = await startServer(cUri, ["--http.playground.enable=true"]);
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox"],
+  });
+  try {
+    const ctx = await browser.newContext();
+    const tok = await token({ role: "play_reader", iat: now(), exp: now() + 600 });
+    await ctx.addCookies([{ name: "accesstoken", value: tok, url: srv.url }]);
+    const page = await ctx.newPage();
+    await page.goto(srv.url + "/svc/playground");
+    await page.waitForSelector("body[data-ready=true]");
+    const names = await page.$$eval("#relations details", (l) => l.map((x) => x.dataset.relation));
+    assert.deepEqual(names, ["artist"]);
+    const anon = await browser.newPage();
+    await anon.goto(srv.url + "/svc/playground");
+    await anon.waitForSelector("body[data-ready=true]");
+    const all = await anon.$$eval("#relations details", (l) => l.map((x) => x.dataset.relation));
+    assert.ok(all.includes("album") && all.includes("track"), String(all));
   } finally {
     await browser.close();
     await srv.stop();
