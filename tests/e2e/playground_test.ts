@@ -2,7 +2,8 @@
  * The query playground in a real headless Chromium (Debian chromium + playwright-core) on the
  * Chinook demo: the page loads under its strict nonce CSP without violations, lists relations,
  * completes `artist` and a join to `album`, runs the query and shows rows, shows the SQL, and
- * highlights the JSON pointer of an error in the editor. Screenshots go to docs/.
+ * highlights the JSON pointer of an error in the editor. Screenshots go to docs/ when
+ * SVC_UPDATE_SCREENSHOTS=1.
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
@@ -11,7 +12,11 @@ import { now, startServer, token } from "../helpers/server.ts";
 import { loadConfig } from "../../src/config/load.ts";
 
 const uri = await chinookDb();
-const shots = new URL("../../docs/", import.meta.url);
+// Screenshots for the README: written to docs/ with SVC_UPDATE_SCREENSHOTS=1, else to a temp dir
+// (so a test run does not rewrite tracked files).
+const shots = Deno.env.get("SVC_UPDATE_SCREENSHOTS") === "1"
+  ? new URL("../../docs/", import.meta.url)
+  : new URL(`file://${await Deno.makeTempDir({ prefix: "svc-shots-" })}/`);
 
 Deno.test("the playground is off by default outside dev mode", async () => {
   const srv = await startServer(uri);
@@ -222,5 +227,6 @@ Deno.test("the page uses the browser's session cookie: a role sees what it may s
 });
 
 Deno.test("stop", async () => {
+  if (!shots.pathname.endsWith("/docs/")) await Deno.remove(shots, { recursive: true });
   await stopDb();
 });
