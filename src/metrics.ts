@@ -98,11 +98,11 @@ export function observeRequest(kind: PathKind, status: number, seconds: number):
   metrics.latency.observe({ kind }, seconds);
 }
 
-/** Counts a database error by its SQLSTATE class; other errors are ignored. */
+/** Counts a database error (SQLSTATE or `PG_<sqlstate>`) by its class; others are ignored. */
 export function observeDbError(code: unknown): void {
-  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) {
-    metrics.dbErrors.inc({ class: code.slice(0, 2) });
-  }
+  if (typeof code !== "string") return;
+  const state = code.startsWith("PG_") ? code.slice(3) : code; // an already mapped PG_<sqlstate>
+  if (/^[0-9A-Z]{5}$/.test(state)) metrics.dbErrors.inc({ class: state.slice(0, 2) });
 }
 
 function gauge(

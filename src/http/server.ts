@@ -98,7 +98,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
       gate.leave();
       const setCookie = c.get("setCookie");
       if (setCookie && c.res) c.res.headers.append("set-cookie", setCookie);
-      c.res.headers.set("x-request-id", rid);
+      try {
+        c.res.headers.set("x-request-id", rid);
+      } catch {
+        // Immutable headers (e.g. Response.redirect): copy the response to add ours.
+        c.res = new Response(c.res.body, c.res);
+        c.res.headers.set("x-request-id", rid);
+      }
       const ms = performance.now() - t0;
       const kind = c.get("kind");
       if (cfg.http.metrics.enable) observeRequest(kind, c.res.status, ms / 1000);
