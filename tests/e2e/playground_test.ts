@@ -146,6 +146,14 @@ Deno.test("playground in Chromium: pick artist, complete a join to album, run, S
     assert.match((await page.textContent("#tab-sql"))!, /"album"/);
     await page.screenshot({ path: new URL("playground-sql.png", shots).pathname });
 
+    // Plan tab: tick query_plan, run, see the database's plan.
+    await page.check("#opt-plan");
+    await page.click("#run");
+    await page.waitForSelector('#tab-plan:has-text("Node Type")', { state: "attached" });
+    await page.click('#tabs button[data-tab="plan"]');
+    assert.ok(await page.isVisible("#tab-plan"));
+    await page.uncheck("#opt-plan");
+
     // GET form and curl line.
     await page.click('#tabs button[data-tab="get"]');
     const href = await page.getAttribute("#get-link", "href");
