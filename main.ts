@@ -15,6 +15,7 @@ import { runAction } from "./src/cli.ts";
 import { announce, setupAnonymousRole } from "./src/startup.ts";
 import { ignoredEnv } from "./src/config/env.ts";
 import { createSso } from "./src/sso/mod.ts";
+import { serveMetrics } from "./src/http/metrics.ts";
 
 /** A running server. */
 export interface Server {
@@ -63,6 +64,15 @@ export async function start(cfg: Config): Promise<Server> {
     log.debug("environment variable {name} is not configuration (no __): ignored", { name });
   }
   void sso.start();
+  if (cfg.http.playground.enable) {
+    log.info("query playground: http://{host}:{port}/svc/playground", {
+      host: cfg.http.host === "0.0.0.0" ? "localhost" : cfg.http.host,
+      port,
+    });
+  }
+  const metricsServer = cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
+    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
+    : null;
 
   let stopping = false;
   const ready = (async () => {
@@ -80,6 +90,7 @@ export async function start(cfg: Config): Promise<Server> {
     stopping = true;
     log.info("shutting down");
     const drained = server.shutdown();
+    await metricsServer?.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
     log.debug("shutdown: in-flight requests drained");
     // Requests were cancelled by the drain; never let one that ignores it keep the process up.

@@ -11,6 +11,7 @@ import type { Schema } from "./db/schema.ts";
 import { loadWellKnown, type Registry } from "./wellknown/mod.ts";
 import { log } from "./log.ts";
 import { declareRoutes, type RouteTable } from "./http/routes/declare.ts";
+import { metrics } from "./metrics.ts";
 
 /** Everything a request reads, swapped as one value. */
 export interface AppState {
@@ -94,6 +95,8 @@ export class Runtime {
       const state = await buildState(this.cfg);
       for (const hook of this.hooks) await hook(state);
       this.state = state;
+      metrics.reloads.inc({ reason, outcome: "ok" });
+      metrics.reloadDuration.observe((performance.now() - t0) / 1000);
       log.info(
         "{reason} reload done in {ms} ms: {relations} relations, {wellknown} well-known queries",
         {
@@ -106,6 +109,8 @@ export class Runtime {
       );
       return true;
     } catch (e) {
+      metrics.reloads.inc({ reason, outcome: "failed" });
+      metrics.reloadDuration.observe((performance.now() - t0) / 1000);
       log.error("{reason} reload failed, keeping the previous state: {error}", {
         reason,
         error: (e as Error).message,

@@ -124,6 +124,8 @@ export class Sessions {
   readonly #secret: Uint8Array<ArrayBuffer>;
   readonly #cacheSize: number;
   readonly #cache = new Map<string, Claims>();
+  #hits = 0;
+  #misses = 0;
   #key: Promise<CryptoKey> | undefined;
 
   /** Validates `config`; throws a TypeError or RangeError when a setting is unusable. */
@@ -171,6 +173,11 @@ export class Sessions {
     return this.#key;
   }
 
+  /** Verified-token cache hits and misses (tokens verified cryptographically) since creation. */
+  cacheStats(): { hits: number; misses: number; size: number } {
+    return { hits: this.#hits, misses: this.#misses, size: this.#cache.size };
+  }
+
   /** Time checks applied on every verification, cached or not. */
   #timeValid(claims: Claims, now: number): boolean {
     return claims.exp > now && claims.iat <= now + CLOCK_SKEW &&
@@ -207,11 +214,13 @@ export class Sessions {
           return null;
         }
         if (!this.#timeValid(cached, now)) return null;
+        this.#hits++;
         // Refresh the entry's LRU position.
         this.#cache.delete(token);
         this.#cache.set(token, cached);
         return cached;
       }
+      this.#misses++;
       const { payload } = await jwtVerify(token, await this.#cryptoKey(), {
         algorithms: [this.#cfg.algorithm],
         currentDate: new Date(now * 1000),

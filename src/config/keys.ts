@@ -282,6 +282,23 @@ export const KEYS: KeySpec[] = [
     doc: "Full raw Content-Security-Policy; replaces the individual directives.",
   },
   {
+    key: "http.metrics.enable",
+    kind: "bool",
+    default: true,
+    doc: "Serve Prometheus metrics at /svc/metrics.",
+  },
+  {
+    key: "http.metrics.port",
+    kind: "int",
+    doc: "Serve /svc/metrics on this port of http.host instead of the main listener.",
+  },
+  {
+    key: "http.playground.enable",
+    kind: "bool",
+    default: "dev",
+    doc: "Serve the query playground page at /svc/playground (default: dev).",
+  },
+  {
     key: "route.<schema>.<function>.path",
     kind: "string",
     doc: "Declares a route (path pattern with {name} placeholders).",

@@ -102,6 +102,8 @@ export interface Config {
       max_age: number;
     };
     csp: Record<string, string | undefined>;
+    metrics: { enable: boolean; port?: number };
+    playground: { enable: boolean };
   };
   route: Record<string, Record<string, RouteConfig>>;
   jwt: {

@@ -1,6 +1,7 @@
 /**
  * The request pool and per-request transactions. Every request runs on a reserved connection as
- * `begin; select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true); …; commit`,
+ * `begin; select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true) (also
+ * statement_timeout and svc.request_id); …; commit`,
  * all pipelined, so a single read costs one round trip (DECISIONS.md §5). The role switch is its
  * own statement because privileges are checked per statement. postgres.js queries are lazy (sent
  * when first awaited), so every pipelined query is started with `.execute()` in protocol order.
@@ -25,6 +26,8 @@ export interface RequestRole {
   claims: Record<string, unknown> | null;
   /** Aborting it cancels the request's running statement (reload drain timeout, shutdown). */
   signal?: AbortSignal;
+  /** The request's `X-Request-Id`, set as `svc.request_id` for the transaction. */
+  requestId?: string;
 }
 
 /**
@@ -41,6 +44,7 @@ export function prelude(
     who.role,
     JSON.stringify(who.claims),
     String(statementTimeout),
+    who.requestId ?? "",
   ], { prepare: true }).execute();
   const both = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
   both.catch(() => {}); // awaited by the caller; never an unhandled rejection
@@ -48,7 +52,7 @@ export function prelude(
 }
 
 const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +
-  "set_config('statement_timeout', $3, true)";
+  "set_config('statement_timeout', $3, true), set_config('svc.request_id', $4, true)";
 
 /**
  * Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. The listener is removed

@@ -21,6 +21,11 @@ import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
 import { checkRole } from "./role.ts";
 import { schemaOids, visibleTo } from "../typescript/visible.ts";
 import type { Sso } from "../sso/mod.ts";
+import { type PathKind, pathKind, requestId } from "./access.ts";
+import { bindMetricSources, observeDbError, observeRequest } from "../metrics.ts";
+import { uncaughtErrors } from "../guard.ts";
+import { metricsResponse } from "./metrics.ts";
+import { playgroundResponse } from "./playground.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -28,6 +33,10 @@ type Env = {
     who: RequestRole;
     anonymous: boolean;
     setCookie: string | null;
+    /** The request's X-Request-Id (echoed or generated). */
+    requestId: string;
+    /** The access log's and metrics' path kind; routes and static files may set their own. */
+    kind: PathKind;
   };
 };
 
@@ -49,17 +58,23 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const { cfg, db, runtime, sessions } = deps;
   const app = new Hono<Env>();
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
-
-  const handleError = (e: unknown, anonymous: boolean): Response => {
-    if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
-      log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
-    }
-    return errorResponse(e, errCtx(anonymous));
-  };
+  bindMetricSources({
+    pool: () => db.stats(),
+    wellknown: () => {
+      const wk = runtime.state?.wellknown;
+      if (!wk) return null;
+      return { active: wk.size, deactivated: wk.warnings.filter((w) => w.name).length };
+    },
+    tokenCache: () => sessions.cacheStats(),
+    uncaught: uncaughtErrors,
+  });
 
   // Access log, hold-during-reload, session resolution.
   app.use("*", async (c, next) => {
     const t0 = performance.now();
+    const rid = requestId(c.req.header("x-request-id"));
+    c.set("requestId", rid);
+    c.set("kind", pathKind(c.req.method, c.req.path));
     const gate = await runtime.enter();
     c.set("anonymous", true);
     c.set("setCookie", null);
@@ -69,26 +84,49 @@ export function createApp(deps: AppDeps): Hono<Env> {
       // A client that goes away cancels its statement, as reload and shutdown do.
       const signal = AbortSignal.any([gate.signal, c.req.raw.signal]);
       if (session.claims) {
-        c.set("who", { role: session.claims.role, claims: session.claims, signal });
+        c.set("who", {
+          role: session.claims.role,
+          claims: session.claims,
+          signal,
+          requestId: rid,
+        });
         c.set("anonymous", false);
       } else {
-        c.set("who", { role: cfg.pg.query.anonymous_role, claims: null, signal });
+        c.set("who", {
+          role: cfg.pg.query.anonymous_role,
+          claims: null,
+          signal,
+          requestId: rid,
+        });
       }
-      await next();
-    } catch (e) {
-      // An error escaping the handlers (e.g. from notFound) becomes the response here, so that
-      // the Set-Cookie below and the access log see the status actually sent.
-      c.res = handleError(e, c.get("anonymous") ?? true);
+      try {
+        await next();
+      } catch (e) {
+        // Thrown past the handlers (not found): answer here so the access line has the status.
+        c.res = onError(e as Error, c);
+      }
     } finally {
       gate.leave();
       const setCookie = c.get("setCookie");
       if (setCookie && c.res) c.res.headers.append("set-cookie", setCookie);
-      log.info("{method} {path} {status} {duration_ms} ms {role}", {
+      try {
+        c.res.headers.set("x-request-id", rid);
+      } catch {
+        // Immutable headers (e.g. Response.redirect): copy the response to add ours.
+        c.res = new Response(c.res.body, c.res);
+        c.res.headers.set("x-request-id", rid);
+      }
+      const ms = performance.now() - t0;
+      const kind = c.get("kind");
+      if (cfg.http.metrics.enable) observeRequest(kind, c.res.status, ms / 1000);
+      log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
         method: c.req.method,
         path: c.req.path,
-        status: c.res?.status,
-        duration_ms: Math.round((performance.now() - t0) * 100) / 100,
+        kind,
+        status: c.res.status,
+        duration_ms: Math.round(ms * 100) / 100,
         role: c.get("who")?.role,
+        request_id: rid,
       });
     }
   });
@@ -105,13 +143,21 @@ export function createApp(deps: AppDeps): Hono<Env> {
       return await next();
     }
     const call = { request: c.req.raw, who: c.get("who"), anonymous: c.get("anonymous") };
-    const done = await routes.route(state, call) ?? await routes.ahead(state, call);
+    const routed = await routes.route(state, call);
+    if (routed) c.set("kind", "route");
+    const done = routed ?? await routes.ahead(state, call);
     if (!done) return await next();
     if (done.session) c.set("setCookie", null);
     return done.response;
   });
-
-  app.onError((e, c) => handleError(e, c.get("anonymous") ?? true));
+  app.onError((e, c) => onError(e, c));
+  function onError(e: Error, c: Context<Env>): Response {
+    if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
+      log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
+    }
+    observeDbError((e as { code?: unknown }).code);
+    return errorResponse(e, errCtx(c.get("anonymous") ?? true));
+  }
 
   // Health never waits for the request pool: live needs no database, ready asks through the
   // probe's own connection within 1 s.
@@ -179,6 +225,12 @@ export function createApp(deps: AppDeps): Hono<Env> {
     if (out.sessionCookieSet) c.set("setCookie", null);
     return out.response;
   });
+  if (cfg.http.metrics.enable && cfg.http.metrics.port === undefined) {
+    app.get("/svc/metrics", () => metricsResponse());
+  }
+  if (cfg.http.playground.enable) {
+    app.get("/svc/playground", () => playgroundResponse());
+  }
 
   app.notFound(() => {
     throw new SvcError("HTTP_NOT_FOUND", "not found");
