@@ -305,6 +305,40 @@ export class Database {
     }
   }
 
+  /**
+   * Runs `statements` in one transaction as `who`, pipelined with begin, the role switch and
+   * commit: one round trip. A failure makes the commit a rollback (PostgreSQL ends a failed
+   * transaction on COMMIT); the first failure that is not a 25P02 follow-up is thrown.
+   */
+  async pipeline(
+    who: RequestRole,
+    statements: { sql: string; params: unknown[] }[],
+  ): Promise<Row[][]> {
+    const lease = await this.acquire(who.signal);
+    const conn = lease.conn;
+    let ok = false;
+    try {
+      const started = prelude(conn, who, this.statementTimeout);
+      const qs = statements.map((s) =>
+        cancellable(
+          conn.unsafe(s.sql, s.params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+          who.signal,
+        ).execute()
+      );
+      const commit = conn.unsafe("commit").execute();
+      const settled = await Promise.allSettled([started, ...qs, commit]);
+      const rejected = settled.filter((x) => x.status === "rejected") as PromiseRejectedResult[];
+      const failed = rejected.find((x) => (x.reason as { code?: string }).code !== "25P02") ??
+        rejected[0];
+      if (failed) throw failed.reason;
+      ok = true;
+      return settled.slice(1, -1).map((x) => (x as PromiseFulfilledResult<Row[]>).value);
+    } finally {
+      if (!ok) await conn.unsafe("rollback").catch(() => {});
+      lease.release();
+    }
+  }
+
   /** Whether the database answers. */
   async ping(): Promise<boolean> {
     try {

@@ -48,6 +48,12 @@ const MARKER = `svc-write-check-${crypto.randomUUID().slice(0, 8)}`;
 export interface CteWrite {
   sql: string;
   params: string[];
+  /**
+   * One entry per statement the multi-statement path would run (same paths, same order): the
+   * text of the CTE doing it (`s<i> AS (INSERT …)`), for the `sql` flag (SPEC: one entry per
+   * relation touched, as run).
+   */
+  parts: { path: string[]; select: string }[];
   /** Stats and root keys from the statement's one result row. */
   read(row: Record<string, unknown>): { stats: Stat[]; rootKeys: RootKeys };
   /** The SvcError a failed check stands for; any other error unchanged. */
@@ -122,6 +128,12 @@ export function compileCteWrite(plan: WritePlan): CteWrite | null {
     defined.add(n.id);
   };
 
+  const parts: { path: string[]; select: string }[] = [];
+  const part = (_i: number, node: PlanNode, name: string) => {
+    const text = ctes.find((c) => c.startsWith(`${name} AS (`));
+    if (text) parts.push({ path: node.path, select: text });
+  };
+
   for (let i = 0; i < plan.steps.length; i++) {
     const step = plan.steps[i];
     const node = plan.nodes[step.node];
@@ -129,6 +141,7 @@ export function compileCteWrite(plan: WritePlan): CteWrite | null {
     const next = plan.steps[i + 1];
     if (step.kind === "delete") {
       compileDelete(step, node, plan, bind, ctes, i);
+      part(i, node, `s${i}`);
       counts.get(node.id)!.del.push(`(SELECT count(*) FROM s${i})`);
       continue;
     }
@@ -238,6 +251,7 @@ export function compileCteWrite(plan: WritePlan): CteWrite | null {
         break;
       }
     }
+    part(i, node, step.kind === "lookup" ? `m${i}` : `s${i}`);
     if (step.kind !== "lookup") pend.push(`m${i}`);
     if (!next || next.node !== node.id) defineV(node);
   }
@@ -295,6 +309,7 @@ export function compileCteWrite(plan: WritePlan): CteWrite | null {
   return {
     sql,
     params,
+    parts,
     read(row) {
       const st: Stat[] = stats.map((n) => ({
         path: n.path,

@@ -213,7 +213,7 @@ export function resultOfCte(cte: CteWrite, row: Row, opts: WriteOptions): WriteR
   const { stats, rootKeys } = cte.read(row);
   return {
     stats,
-    sql: opts.sql ? [{ path: [], select: cte.sql }] : [],
+    sql: opts.sql ? cte.parts.map((p) => ({ path: p.path, select: p.select })) : [],
     plans: [],
     rootKeys,
   };
