@@ -308,11 +308,13 @@ export class Database {
   /**
    * Runs `statements` in one transaction as `who`, pipelined with begin, the role switch and
    * commit: one round trip. A failure makes the commit a rollback (PostgreSQL ends a failed
-   * transaction on COMMIT); the first failure that is not a 25P02 follow-up is thrown.
+   * transaction on COMMIT); the first failure that is not a 25P02 follow-up is thrown. With
+   * `end: "rollback"` the transaction is rolled back instead (a request asking for rollback).
    */
   async pipeline(
     who: RequestRole,
     statements: { sql: string; params: unknown[] }[],
+    end: "commit" | "rollback" = "commit",
   ): Promise<Row[][]> {
     const lease = await this.acquire(who.signal);
     const conn = lease.conn;
@@ -325,7 +327,7 @@ export class Database {
           who.signal,
         ).execute()
       );
-      const commit = conn.unsafe("commit").execute();
+      const commit = conn.unsafe(end).execute();
       const settled = await Promise.allSettled([started, ...qs, commit]);
       const rejected = settled.filter((x) => x.status === "rejected") as PromiseRejectedResult[];
       const failed = rejected.find((x) => (x.reason as { code?: string }).code !== "25P02") ??

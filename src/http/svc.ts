@@ -320,11 +320,17 @@ function writeOutput(
 }
 
 /**
- * A single write request (no rollback). A plan that runs as one statement is sent with begin,
- * the role switch, its read-back and commit in one round trip; any other takes the transaction
- * path (`runOne`), planned once.
+ * A single write request. A plan that runs as one statement is sent with begin, the role switch,
+ * its read-back and commit (rollback, when the request asks for it: nothing else is in the
+ * transaction) in one round trip; any other takes the transaction path (`runOne`), planned once.
  */
 async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
+  if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
+    throw new SvcError(
+      "QUERY_ROLLBACK_NOT_GRANTED",
+      "rollback is disabled (pg.query.allow_rollback)",
+    );
+  }
   const want = wanted(ctx, q);
   const r = resolveQuery(ctx, q.query, "/query");
   const plan = planWrite(r.node, q.data, "/data");
@@ -335,7 +341,8 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
   const back = readBack(r, plan, q);
   let results: Record<string, unknown>[][];
   try {
-    results = await ctx.db.pipeline(ctx.who, back ? [cte, back] : [cte]);
+    const end = q.rollback ? "rollback" : "commit";
+    results = await ctx.db.pipeline(ctx.who, back ? [cte, back] : [cte], end);
   } catch (e) {
     throw cte.error(e);
   }
@@ -357,7 +364,7 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
     if (!q.complex && q.data === undefined && !q.rollback) {
       return plainRead(ctx, resolveQuery(ctx, q.query, ""), key);
     }
-    if (q.data !== undefined && !q.rollback) {
+    if (q.data !== undefined) {
       return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
     }
     const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
