@@ -61,7 +61,8 @@ export interface CteWrite {
 }
 
 interface Check {
-  kind: "update" | "lookup" | "count";
+  /** missing: a row other rows take values from was not written nor found. */
+  kind: "update" | "lookup" | "count" | "missing";
   node: PlanNode;
 }
 
@@ -148,7 +149,12 @@ export function compileCteWrite(plan: WritePlan): CteWrite | null {
     const built = buildInput(node, step, aliases, seenKeys, i);
     if (built === null) return null;
     for (const src of built.sources) if (!defined.has(src)) defineV(plan.nodes[src]);
-    ctes.push(inputCte(node, step, built, bind(JSON.stringify(built.input)), i));
+    // A source row that was neither written nor found fails before its value is used.
+    const missing = built.joins.map(([, src]) => {
+      checks.push({ expr: "NULL::int", check: { kind: "missing", node: plan.nodes[src] } });
+      return checks.length - 1;
+    });
+    ctes.push(inputCte(step, built, missing, bind(JSON.stringify(built.input)), i));
     const c = counts.get(node.id)!;
     const pend = pending.get(node.id) ?? [];
     pending.set(node.id, pend);
@@ -341,7 +347,7 @@ export function compileCteWrite(plan: WritePlan): CteWrite | null {
           `inserting into ${node.table}: fewer rows returned than sent (a trigger skipped rows?)`,
         );
       }
-      if (kind === "update") {
+      if (kind === "update" || (kind === "missing" && node.rows[r].action === "update")) {
         const key = node.keyColumns.map((c) =>
           `${c} = ${JSON.stringify(node.rows[r].values.get(c) ?? null)}`
         ).join(", ");
@@ -449,7 +455,13 @@ function buildInput(
 }
 
 /** `x<i>`: the input of step `i`, run-time values taken from their sources' `v<n>`. */
-function inputCte(node: PlanNode, step: RowsStep, built: BuiltInput, param: string, i: number) {
+function inputCte(
+  step: RowsStep,
+  built: BuiltInput,
+  missing: number[],
+  param: string,
+  i: number,
+) {
   const defs = [
     ...step.columns,
     ...built.joins.map((_, k) => ({ name: `@f${k}`, type: "integer", flag: false })),
@@ -459,14 +471,21 @@ function inputCte(node: PlanNode, step: RowsStep, built: BuiltInput, param: stri
     const fills = built.joins.flatMap(([col, , from], k) =>
       col === c.name ? [`(f${k}.${ident(from)})::${c.type}`] : []
     );
-    const expr = fills.length ? `coalesce(${[...fills, `r.${q}`].join(", ")})` : `r.${q}`;
+    const raise = built.joins.flatMap(([col], k) =>
+      col === c.name
+        ? [
+          `CASE WHEN r."@f${k}" IS NULL THEN NULL WHEN ('${MARKER}:${missing[k]}:' || ` +
+          `r."@f${k}")::int = 0 THEN NULL END::${c.type}`,
+        ]
+        : []
+    );
+    const expr = fills.length ? `coalesce(${[...fills, `r.${q}`, ...raise].join(", ")})` : `r.${q}`;
     const flag = c.flag ? `, r.${ident(flagName(c.name))}` : "";
     return `${expr} AS ${q}${flag}`;
   });
   const joins = built.joins.map(([, src], k) =>
     ` LEFT JOIN v${src} AS f${k} ON f${k}."@o" = r."@f${k}"`
   );
-  void node;
   return `x${i} AS (SELECT ${['r."@o"', ...cols].join(", ")} FROM ${recordset(defs, "r", param)}${
     joins.join("")
   })`;
