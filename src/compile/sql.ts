@@ -168,9 +168,17 @@ class Compiler {
     });
     const names = keys.columns.map((_, i) => `"k${i}"`);
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
+    // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it
+    // use the key's index instead of hashing the whole relation.
+    const any = keys.setting === undefined
+      ? ""
+      : ` WHERE ${
+        keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)
+          .join(" AND ")
+      }`;
     return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} ` +
       `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
-      `ON ${on.join(" AND ")} ORDER BY "k"."ord"`;
+      `ON ${on.join(" AND ")}${any} ORDER BY "k"."ord"`;
   }
 
   countSelect(node: RelationNode): Statement {

@@ -282,6 +282,28 @@ Deno.test("insert: invoice + 5 lines, and two invoices (payload order)", async (
   assert.ok(res[0].invoice_id < res[1].invoice_id, "payload order");
 });
 
+Deno.test("insert order: 300 invoices with 0-4 lines each map every generated key to its row", async () => {
+  const data = Array.from({ length: 300 }, (_, i) => ({
+    ...invoice(i % 5),
+    billing_city: `city ${i}`,
+    total: i,
+  }));
+  const run = await same(invoiceTree, data);
+  const res = run.result as {
+    invoice_id: number;
+    billing_city: string;
+    lines: { invoice_id: number; quantity: number }[];
+  }[];
+  res.forEach((inv, i) => {
+    assert.equal(inv.billing_city, `city ${i}`, "payload order");
+    assert.deepEqual(
+      inv.lines.map((l) => l.quantity),
+      Array.from({ length: i % 5 }, (_, k) => k + 1),
+    );
+    for (const l of inv.lines) assert.equal(l.invoice_id, inv.invoice_id);
+  });
+});
+
 Deno.test("insert: artist → 2 albums → 3 tracks each (3 levels), two artists", async () => {
   const run = await same(artistTree(), [
     {
