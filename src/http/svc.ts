@@ -291,7 +291,11 @@ interface PlannedWrite {
   cte: CteWrite | null;
 }
 
-/** The read-back of a one-statement write: root keys from the setting the write stored. */
+/**
+ * The read-back of a one-statement write: root keys from the setting the write stored. Its plan
+ * is generic (the keys are not parameters): a plan made while a table was tiny may scan it until
+ * autovacuum's next analyze invalidates the plan.
+ */
 function readBack(r: Resolved, plan: WritePlan, q: ComplexQuery) {
   if (q.returns === "none") return null;
   return compileRead(r.node, {

@@ -41,6 +41,11 @@ create table code_child (
   parent_code text not null references code_parent (code),
   label text
 );
+create function tag_note_upper() returns trigger language plpgsql as $$
+begin new.body := upper(new.body); return new; end $$;
+create trigger tag_note_upper before insert on tag_note for each row execute function tag_note_upper();
+alter table tag_note enable row level security;
+create policy tag_note_all on tag_note for all using (true) with check (body <> 'FORBIDDEN');
 insert into code_parent (code, note) values ('P1', 'first');
 insert into code_child (parent_code, label) values ('P1', 'old child');
 grant select, insert, update, delete on all tables in schema public to "~anonymous";
@@ -563,6 +568,28 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, write, read-back
     assert.equal(rb.executes, 5 * rb.n);
     assert.equal((rb.out[0] as { lines: unknown[] }[])[0].lines.length, 5);
     assert.equal(Number((await exec(`select count(*)::int as n from invoice`))[0].n), after);
+    // Triggers and RLS apply: the statement runs as the request's role.
+    const tagTree = {
+      relation: "tag",
+      select: ["tag_id", "code", "notes"],
+      join: {
+        notes: { relation: "tag_note", on: { tag_id: "tag_id" }, select: ["note_id", "body"] },
+      },
+    };
+    const ok = await srv.post("/svc", {
+      query: tagTree,
+      data: [{ code: "t1", notes: [{ body: "hi" }] }],
+    });
+    assert.equal(ok.status, 200);
+    assert.equal((await ok.json())[0].notes[0].body, "HI", "BEFORE trigger ran");
+    const denied = await srv.post("/svc", {
+      query: tagTree,
+      data: [{ code: "t2", notes: [{ body: "forbidden" }] }],
+    });
+    assert.equal(denied.status, 401, "RLS check (42501) for the anonymous role");
+    assert.equal(denied.headers.get("x-svc-errorcode"), "PG_42501");
+    await denied.text();
+    assert.equal((await exec(`select count(*)::int as n from tag where code = 't2'`))[0].n, 0);
     // A failing write: the SQLSTATE mapping is kept (FK violation → 409), still one round trip.
     proxy.reset();
     const bad = await srv.post("/svc", {
