@@ -106,6 +106,11 @@ export interface RootKeys {
   columns: string[];
   /** One array of key values per row, in output order. */
   rows: LiteralValue[][];
+  /**
+   * Instead of `rows`: a transaction-local setting holding them as a JSON array of arrays (set by
+   * the one-statement write pipelined ahead of the read-back).
+   */
+  setting?: string;
 }
 
 /** Options of the SQL generator. */

@@ -156,14 +156,29 @@ class Compiler {
     const arrays = keys.columns.map((name, i) => {
       const col = cols.find((c) => c.name === name);
       if (!col) throw new SvcError("INTERNAL", `rootKeys: unknown column '${name}'`);
+      if (keys.setting !== undefined) {
+        return `ARRAY(SELECT ("e" ->> ${i})::${hintType(col.type)} FROM jsonb_array_elements(` +
+          `current_setting(${
+            quoteLiteral(keys.setting)
+          })::jsonb) WITH ORDINALITY AS "w"("e", "o") ` +
+          `ORDER BY "o")`;
+      }
       const values = keys.rows.map((r) => r[i]);
       return this.bind(pgArray(values), `${hintType(col.type)}[]`);
     });
     const names = keys.columns.map((_, i) => `"k${i}"`);
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
+    // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it
+    // use the key's index instead of hashing the whole relation.
+    const any = keys.setting === undefined
+      ? ""
+      : ` WHERE ${
+        keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)
+          .join(" AND ")
+      }`;
     return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} ` +
       `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
-      `ON ${on.join(" AND ")} ORDER BY "k"."ord"`;
+      `ON ${on.join(" AND ")}${any} ORDER BY "k"."ord"`;
   }
 
   countSelect(node: RelationNode): Statement {
@@ -402,6 +417,11 @@ function literalType(v: LiteralValue, hint: string | null): string {
  * A column type usable as a cast target for a compared value: typmods dropped (so that a cast
  * never truncates or rounds), `character` → `bpchar`, `bit` → `varbit`.
  */
+/** A SQL string literal (for constant text from the code, never request values). */
+function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
 function hintType(type: string): string {
   const m = /^(.*?)((?:\[\])*)$/.exec(type.replaceAll(/\(\d+(,\d+)?\)/g, ""))!;
   const base = m[1] === "character" ? "bpchar" : m[1] === "bit" ? "varbit" : m[1];

@@ -281,6 +281,42 @@ export class Database {
     }
   }
 
+  /**
+   * Runs `statements` in one transaction as `who`, pipelined with begin, the role switch and
+   * commit: one round trip. A failure makes the commit a rollback (PostgreSQL ends a failed
+   * transaction on COMMIT); the first failure that is not a 25P02 follow-up is thrown. With
+   * `end: "rollback"` the transaction is rolled back instead (a request asking for rollback).
+   */
+  async pipeline(
+    who: RequestRole,
+    statements: { sql: string; params: unknown[] }[],
+    end: "commit" | "rollback" = "commit",
+  ): Promise<Row[][]> {
+    const lease = await this.acquire(who.signal);
+    const conn = lease.conn;
+    let ok = false;
+    try {
+      const started = prelude(conn, who, this.statementTimeout);
+      const qs = statements.map((s) =>
+        cancellable(
+          conn.unsafe(s.sql, s.params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+          who.signal,
+        ).execute()
+      );
+      const commit = conn.unsafe(end).execute();
+      const settled = await Promise.allSettled([started, ...qs, commit]);
+      const rejected = settled.filter((x) => x.status === "rejected") as PromiseRejectedResult[];
+      const failed = rejected.find((x) => (x.reason as { code?: string }).code !== "25P02") ??
+        rejected[0];
+      if (failed) throw failed.reason;
+      ok = true;
+      return settled.slice(1, -1).map((x) => (x as PromiseFulfilledResult<Row[]>).value);
+    } finally {
+      if (!ok) await conn.unsafe("rollback").catch(() => {});
+      lease.release();
+    }
+  }
+
   /** Closes the pool, waiting up to `timeout` seconds for queries in flight. */
   async close(timeout = 5): Promise<void> {
     await Promise.all(this.#clients.map((c) => c.end({ timeout })));

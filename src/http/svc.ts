@@ -18,7 +18,9 @@ import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../compile/complex.ts";
 import { parseGetQuery } from "../compile/get.ts";
 import { planWrite } from "../write/plan.ts";
-import { executeWrite } from "../write/execute.ts";
+import { executeWrite, resultOfCte, type WriteResult } from "../write/execute.ts";
+import { compileCteWrite, type CteWrite, ROOT_KEYS_SETTING } from "../write/cte.ts";
+import type { WritePlan } from "../write/plan.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
@@ -187,6 +189,7 @@ async function runOne(
   tx: RequestTx,
   q: ComplexQuery,
   pointer: string,
+  pre?: PlannedWrite,
 ): Promise<unknown> {
   const allow = ctx.cfg.pg.query;
   if (q.rollback && !allow.allow_rollback) {
@@ -195,18 +198,13 @@ async function runOne(
       "rollback is disabled (pg.query.allow_rollback)",
     );
   }
-  const r = resolveQuery(
+  const r = pre?.r ?? resolveQuery(
     ctx,
     q.query,
     `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
   );
   const isWrite = q.data !== undefined;
-  const want = {
-    count: !!q.count && allow.allow_count,
-    stats: !!q.stats && allow.allow_stats,
-    plan: !!q.query_plan && allow.allow_query_plan,
-    sql: !!q.sql && allow.allow_sql,
-  };
+  const want = wanted(ctx, q);
   const out: Record<string, unknown> = {};
   if (q.rollback) tx.send("savepoint svc_rollback");
   if (!isWrite) {
@@ -229,23 +227,122 @@ async function runOne(
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
   } else {
-    const plan = planWrite(r.node, q.data, `${pointer}/data`, {
-      readBack: q.returns !== "none",
-    });
-    const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
-    const sqlOut: unknown[] = [...wr.sql];
-    const plans: unknown[] = [...wr.plans];
-    if (q.returns !== "none") {
-      const back = compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys });
-      const capped = capRowSize(back.rows, ctx.cfg.pg.query.max_row_size);
-      out.result = parseRows(await tx.query(capped.sql, capped.params));
-      if (want.sql) sqlOut.push({ path: [], select: back.rows.sql });
+    const plan = pre?.plan ??
+      planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" });
+    const cte = want.plan ? null : pre ? pre.cte : compileCteWrite(plan);
+    if (cte) {
+      // One statement, and the read-back pipelined right behind it.
+      const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
+      const settled = await Promise.allSettled([
+        tx.query(cte.sql, cte.params),
+        ...(back ? [tx.query(back.sql, back.params)] : []),
+      ]);
+      const [wrote, read] = settled;
+      if (wrote.status === "rejected") throw cte.error(wrote.reason);
+      if (read?.status === "rejected") throw read.reason;
+      const wr = resultOfCte(cte, wrote.value[0], { sql: want.sql, queryPlan: false });
+      writeOutput(out, q, want, wr, back, read?.status === "fulfilled" ? read.value : []);
+    } else {
+      const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
+      let back: { sql: string; params: unknown[] } | null = null;
+      let rows: Record<string, unknown>[] = [];
+      if (q.returns !== "none") {
+        back = capRowSize(
+          compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys }).rows,
+          ctx.cfg.pg.query.max_row_size,
+        );
+        rows = await tx.query(back.sql, back.params);
+      }
+      writeOutput(out, q, want, wr, back, rows);
     }
-    if (q.stats) out.stats = want.stats ? wr.stats : [];
-    if (q.sql) out.sql = want.sql ? sqlOut : [];
-    if (q.query_plan) out.query_plan = want.plan ? plans : [];
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
+  return q.complex ? out : out.result;
+}
+
+/** What a ComplexQuery asks for and the configuration allows. */
+function wanted(ctx: SvcContext, q: ComplexQuery) {
+  const allow = ctx.cfg.pg.query;
+  return {
+    count: !!q.count && allow.allow_count,
+    stats: !!q.stats && allow.allow_stats,
+    plan: !!q.query_plan && allow.allow_query_plan,
+    sql: !!q.sql && allow.allow_sql,
+  };
+}
+
+/** A write resolved and planned ahead of its transaction; `cte` when it runs as one statement. */
+interface PlannedWrite {
+  r: Resolved;
+  plan: WritePlan;
+  cte: CteWrite | null;
+}
+
+/**
+ * The read-back of a one-statement write: root keys from the setting the write stored. Its plan
+ * is generic (the keys are not parameters): a plan made while a table was tiny may scan it until
+ * autovacuum's next analyze invalidates the plan.
+ */
+function readBack(r: Resolved, plan: WritePlan, q: ComplexQuery, maxRowSize: number) {
+  if (q.returns === "none") return null;
+  return capRowSize(
+    compileRead(r.node, {
+      params: r.params,
+      rootKeys: { columns: [...plan.root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING },
+    }).rows,
+    maxRowSize,
+  );
+}
+
+/** Fills the response of a write: result, stats, sql, query_plan. */
+function writeOutput(
+  out: Record<string, unknown>,
+  q: ComplexQuery,
+  want: ReturnType<typeof wanted>,
+  wr: WriteResult,
+  back: { sql: string } | null,
+  rows: Record<string, unknown>[],
+): void {
+  const sqlOut: unknown[] = [...wr.sql];
+  if (back) {
+    out.result = parseRows(rows);
+    if (want.sql) sqlOut.push({ path: [], select: back.sql });
+  }
+  if (q.stats) out.stats = want.stats ? wr.stats : [];
+  if (q.sql) out.sql = want.sql ? sqlOut : [];
+  if (q.query_plan) out.query_plan = want.plan ? [...wr.plans] : [];
+}
+
+/**
+ * A single write request. A plan that runs as one statement is sent with begin, the role switch,
+ * its read-back and commit (rollback, when the request asks for it: nothing else is in the
+ * transaction) in one round trip; any other takes the transaction path (`runOne`), planned once.
+ */
+async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
+  if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
+    throw new SvcError(
+      "QUERY_ROLLBACK_NOT_GRANTED",
+      "rollback is disabled (pg.query.allow_rollback)",
+    );
+  }
+  const want = wanted(ctx, q);
+  const r = resolveQuery(ctx, q.query, "/query");
+  const plan = planWrite(r.node, q.data, "/data", { readBack: q.returns !== "none" });
+  const cte = want.plan ? null : compileCteWrite(plan);
+  if (!cte) {
+    return await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, "", { r, plan, cte }));
+  }
+  const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
+  let results: Record<string, unknown>[][];
+  try {
+    const end = q.rollback ? "rollback" : "commit";
+    results = await ctx.db.pipeline(ctx.who, back ? [cte, back] : [cte], end);
+  } catch (e) {
+    throw cte.error(e);
+  }
+  const out: Record<string, unknown> = {};
+  const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
+  writeOutput(out, q, want, wr, back, results[1] ?? []);
   return q.complex ? out : out.result;
 }
 
@@ -268,6 +365,9 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
     const q = parsed.query;
     if (!q.complex && q.data === undefined && !q.rollback) {
       return plainRead(ctx, resolveQuery(ctx, q.query, ""), key);
+    }
+    if (q.data !== undefined) {
+      return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
     }
     const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
     return jsonResponse(JSON.stringify(result));

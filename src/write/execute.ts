@@ -8,6 +8,7 @@ import type { Row, Tx } from "../db/tx.ts";
 import { invalid, SvcError } from "../errors.ts";
 import type { PlanNode, RowsStep, WritePlan, WriteStep } from "./plan.ts";
 import { flagName } from "./statements.ts";
+import { compileCteWrite, type CteWrite } from "./cte.ts";
 import { fromText, type JsonValue, keyText } from "./values.ts";
 
 /** Counts of one written relation (ComplexResult `stats`). */
@@ -53,6 +54,11 @@ export interface WriteOptions {
   sql: boolean;
   /** Collect `EXPLAIN (ANALYZE, FORMAT JSON)` of every statement. */
   queryPlan: boolean;
+  /**
+   * Run an eligible plan as one statement of data-modifying CTEs (cte.ts; default true). Never
+   * with `queryPlan`, whose plans are per statement.
+   */
+  oneStatement?: boolean;
 }
 
 const SAVEPOINT = "svc_write_explain";
@@ -76,6 +82,10 @@ export async function executeWrite(
   plan: WritePlan,
   opts: WriteOptions,
 ): Promise<WriteResult> {
+  if (!opts.queryPlan && opts.oneStatement !== false) {
+    const cte = compileCteWrite(plan);
+    if (cte) return await executeCte(tx, cte, opts);
+  }
   const resolved: Map<string, JsonValue>[][] = plan.nodes.map((n) =>
     n.rows.map((r) => new Map(r.values))
   );
@@ -185,6 +195,28 @@ export async function executeWrite(
     rows: root.rows.map((_, r) => root.keyColumns.map((c) => literal(resolved[root.id][r].get(c)))),
   };
   return result;
+}
+
+/** Runs a plan compiled to one statement (cte.ts); the read-back may then use its setting. */
+export async function executeCte(tx: Tx, cte: CteWrite, opts: WriteOptions): Promise<WriteResult> {
+  let rows: Row[];
+  try {
+    rows = await tx.query(cte.sql, cte.params);
+  } catch (e) {
+    throw cte.error(e);
+  }
+  return resultOfCte(cte, rows[0], opts);
+}
+
+/** The WriteResult of a one-statement write from its result row. */
+export function resultOfCte(cte: CteWrite, row: Row, opts: WriteOptions): WriteResult {
+  const { stats, rootKeys } = cte.read(row);
+  return {
+    stats,
+    sql: opts.sql ? cte.parts.map((p) => ({ path: p.path, select: p.select })) : [],
+    plans: [],
+    rootKeys,
+  };
 }
 
 /** The plan object of `EXPLAIN (FORMAT JSON)` output (one row, one column holding a one-element array). */

@@ -45,128 +45,25 @@
  * - Rows to insert must provide every mandatory column (a filled foreign key counts), else
  *   QUERY_MANDATORY_COLUMN_MISSING.
  */
-import type { JoinNode, RelationNode, SelectItem, WriteMode } from "../compile/ast.ts";
+import type { JoinNode, RelationNode, SelectItem } from "../compile/ast.ts";
 import type { Column, Relation } from "../db/schema.ts";
 import { invalid, SvcError } from "../errors.ts";
 import { checkValue, isObject, type JsonValue } from "./values.ts";
-import {
-  deleteStatement,
-  type InputColumn,
-  insertOrKeepStatement,
-  insertStatement,
-  lookupStatement,
-  updateStatement,
-  upsertStatement,
-} from "./statements.ts";
+import { buildSteps } from "./steps.ts";
+import type { PlanNode, PlanRow, WritePlan } from "./types.ts";
 
 export type { JsonValue } from "./values.ts";
 export type { InputColumn } from "./statements.ts";
-
-/** What is done with one payload row. */
-export type RowAction =
-  /** Inserted. */
-  | "insert"
-  /** Updated by its key; an error when no row has that key. */
-  | "update"
-  /** `INSERT … ON CONFLICT (conflict columns) DO UPDATE`. */
-  | "upsert"
-  /** `INSERT … ON CONFLICT (key) DO NOTHING` (merge-new, natural key). */
-  | "insert-or-keep"
-  /** Left unchanged (merge-new, or a merge row with nothing to set). */
-  | "keep"
-  /** Never written: a readonly outgoing join's object, only read for its key. */
-  | "link";
-
-/** A value one row takes at run time from another row of the plan, written before it. */
-export interface Fill {
-  /** Column of this row receiving the value. */
-  column: string;
-  /** Plan node (index in WritePlan.nodes) and row the value comes from. */
-  node: number;
-  row: number;
-  /** Column of the source row. */
-  from: string;
-}
-
-/** One payload row of a plan node. */
-export interface PlanRow {
-  /** JSON pointer of the row in the request. */
-  pointer: string;
-  /** Index of the parent row in the parent node's rows (-1 at the root). */
-  parentRow: number;
-  action: RowAction;
-  /**
-   * Column values known before execution: payload values (of written and key columns) and
-   * values filled from rows whose values are already known.
-   */
-  values: Map<string, JsonValue>;
-  /** Columns this row writes: payload columns that are written, and every filled column. */
-  writes: Set<string>;
-  /** Values filled at run time (from rows whose values only the database knows). */
-  fills: Fill[];
-  /** Plan nodes of incoming joins whose key is present in this row (their deletes apply). */
-  present: Set<number>;
-}
-
-/** A relation of the query that the write visits. */
-export interface PlanNode {
-  /** Index in WritePlan.nodes. */
-  id: number;
-  /** Join keys from the root (empty for the root). */
-  path: string[];
-  /** `schema.name`. */
-  table: string;
-  relation: Relation;
-  /** Write mode; `readonly` nodes are link nodes (outgoing readonly joins). */
-  mode: WriteMode;
-  /** Whether the node is written (appears in stats); false for link nodes. */
-  written: boolean;
-  /** The query node. */
-  query: RelationNode;
-  /** Parent node id (null at the root) and how this node joins it. */
-  parent: number | null;
-  join: JoinNode | null;
-  /** Child plan nodes (in select order). */
-  children: number[];
-  /** Columns identifying a row (primary key; a view's `on_conflict`). */
-  keyColumns: string[];
-  /** Columns of `ON CONFLICT` (upsert: `on_conflict` or key; merge/merge-new: key). */
-  conflictColumns: string[];
-  /** Columns read back from written rows: the key, and what other rows take from this one. */
-  returning: string[];
-  rows: PlanRow[];
-}
-
-/** Deletes the existing children a merge omits. Its parameters are fully known when planning. */
-export interface DeleteStep {
-  kind: "delete";
-  node: number;
-  sql: string;
-  params: string[];
-}
-
-/** A set-based statement over some rows of a node. */
-export interface RowsStep {
-  kind: "insert" | "update" | "upsert" | "insert-or-keep" | "lookup";
-  node: number;
-  /** Rows (indices in the node's rows) sent as `$1`; a lookup only sends those still lacking values. */
-  rows: number[];
-  /** Columns of the `jsonb_to_recordset` input. */
-  columns: InputColumn[];
-  sql: string;
-}
-
-/** One statement of a plan. */
-export type WriteStep = DeleteStep | RowsStep;
-
-/** The plan of a write. */
-export interface WritePlan {
-  root: PlanNode;
-  /** Every plan node; `nodes[i].id === i`. */
-  nodes: PlanNode[];
-  /** Statements in execution order. */
-  steps: WriteStep[];
-}
+export type {
+  DeleteStep,
+  Fill,
+  PlanNode,
+  PlanRow,
+  RowAction,
+  RowsStep,
+  WritePlan,
+  WriteStep,
+} from "./types.ts";
 
 /** Escapes a key for a JSON pointer. */
 function esc(key: string): string {
@@ -215,7 +112,7 @@ export function planWrite(
   if (opts.readBack === false && ctx.nodes.length === 1 && root.query.writeMode === "insert") {
     root.returning = [];
   }
-  return { root, nodes: ctx.nodes, steps: buildSteps(ctx, root) };
+  return { root, nodes: ctx.nodes, steps: buildSteps(ctx.nodes, root) };
 }
 
 function tableName(rel: Relation): string {
@@ -624,201 +521,4 @@ function returningOf(ctx: Ctx, n: PlanNode): string[] {
   }
   if (n.join?.direction === "outgoing") { for (const [childCol] of n.join.on) cols.add(childCol); }
   return [...cols];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Steps
-
-function buildSteps(ctx: Ctx, root: PlanNode): WriteStep[] {
-  const deletes: { depth: number; step: DeleteStep }[] = [];
-  for (const n of ctx.nodes) {
-    for (const step of deleteStepsOf(ctx, n)) deletes.push({ depth: n.path.length, step });
-  }
-  deletes.sort((a, b) => b.depth - a.depth);
-  const steps: WriteStep[] = deletes.map((d) => d.step);
-  const visit = (n: PlanNode) => {
-    const kids = n.children.map((id) => ctx.nodes[id]);
-    for (const c of kids) if (c.join?.direction === "outgoing") visit(c);
-    if (n.written) steps.push(...writeStepsOf(n));
-    for (const c of kids) if (c.join?.direction === "incoming") visit(c);
-  };
-  visit(root);
-  return steps;
-}
-
-function inputColumn(
-  n: PlanNode,
-  name: string,
-  role: InputColumn["role"],
-  flag = false,
-): InputColumn {
-  const c = n.relation.columnMap.get(name);
-  if (!c) throw new SvcError("INTERNAL", `unknown column ${name} of ${n.table}`);
-  return { name, type: c.type, role, flag };
-}
-
-/** Columns a row sends to the database, by role of the statement. */
-function groupBy<T>(items: T[], key: (t: T) => string): T[][] {
-  const groups = new Map<string, T[]>();
-  for (const it of items) {
-    const k = key(it);
-    const g = groups.get(k);
-    if (g) g.push(it);
-    else groups.set(k, [it]);
-  }
-  return [...groups.values()];
-}
-
-function writeStepsOf(n: PlanNode): RowsStep[] {
-  const steps: RowsStep[] = [];
-  const idx = (a: RowAction) => n.rows.flatMap((r, i) => (r.action === a ? [i] : []));
-  const rel = n.relation;
-  const defaulted = (c: string) => {
-    const col = rel.columnMap.get(c);
-    return col !== undefined && (col.hasDefault || col.identity !== null);
-  };
-  const union = (rows: number[], exclude: string[] = []) => {
-    const cols = new Set<string>();
-    for (const r of rows) for (const c of n.rows[r].writes) if (!exclude.includes(c)) cols.add(c);
-    // Keep the relation's column order: stable SQL text for equal payload shapes.
-    return rel.columns.map((c) => c.name).filter((c) => cols.has(c));
-  };
-  const pattern = (r: number, only: (c: string) => boolean) =>
-    [...n.rows[r].writes].filter(only).sort().join("\u0000");
-
-  // Updates first: they may free unique values that inserted rows take.
-  const updates = idx("update");
-  if (updates.length > 0) {
-    const set = union(updates, n.keyColumns);
-    const columns = [
-      ...n.keyColumns.map((c) => inputColumn(n, c, "match")),
-      ...set.map((c) => inputColumn(n, c, "write", !updates.every((r) => n.rows[r].writes.has(c)))),
-    ];
-    steps.push({
-      kind: "update",
-      node: n.id,
-      rows: updates,
-      columns,
-      sql: updateStatement(n, columns),
-    });
-  }
-  // Upserts: ON CONFLICT DO UPDATE cannot tell a missing column from one set to null, so rows are
-  // grouped by the set of columns they write (one group for a uniform payload).
-  for (const rows of groupBy(idx("upsert"), (r) => pattern(r, () => true))) {
-    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
-    steps.push({ kind: "upsert", node: n.id, rows, columns, sql: upsertStatement(n, columns) });
-  }
-  // Inserts (and insert-or-keep): an absent column must take its default, which INSERT … SELECT
-  // cannot express per row, so rows are grouped by which columns with a default they provide
-  // (one group for a uniform payload). Absent columns without a default are NULL either way.
-  for (const rows of groupBy(idx("insert-or-keep"), (r) => pattern(r, defaulted))) {
-    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
-    steps.push({
-      kind: "insert-or-keep",
-      node: n.id,
-      rows,
-      columns,
-      sql: insertOrKeepStatement(n, columns),
-    });
-  }
-  for (const rows of groupBy(idx("insert"), (r) => pattern(r, defaulted))) {
-    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
-    steps.push({ kind: "insert", node: n.id, rows, columns, sql: insertStatement(n, columns) });
-  }
-  // Kept rows whose read-back columns are not all known are looked up (at run time, only those
-  // still lacking values: insert-or-keep rows that were inserted already have them).
-  const lookups = n.rows.flatMap((r, i) =>
-    (r.action === "keep" || r.action === "insert-or-keep") &&
-      n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
-      ? [i]
-      : []
-  );
-  if (lookups.length > 0) {
-    const columns = n.keyColumns.map((c) => inputColumn(n, c, "match"));
-    steps.push({
-      kind: "lookup",
-      node: n.id,
-      rows: lookups,
-      columns,
-      sql: lookupStatement(n, columns),
-    });
-  }
-  return steps;
-}
-
-/**
- * The deletes of a merge/merge-new incoming node: existing children of the parent rows that may
- * already exist (updated, kept or upserted; identified by values known before execution) and whose
- * payload carries this join, except the rows the payload of this node carries by key (anywhere
- * under the node, so that a child moved from one parent to another is updated, not deleted).
- * Updated and kept parents are matched by their key, upserted ones by their conflict columns:
- * at most two statements.
- */
-function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
-  if (!n.written || (n.mode !== "merge" && n.mode !== "merge-new")) return [];
-  if (n.join?.direction !== "incoming" || n.parent === null) return [];
-  const parent = ctx.nodes[n.parent];
-  if (!parent.written) return [];
-  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.values.get(c) != null);
-  const byKey: PlanRow[] = [];
-  const byConflict: PlanRow[] = [];
-  for (const row of parent.rows) {
-    if (!row.present.has(n.id)) continue;
-    // A parent row being inserted has no children yet; one identified only at run time neither
-    // (its key comes from a row inserted by this write).
-    if (row.action === "update" || row.action === "keep") {
-      if (known(row, parent.keyColumns)) byKey.push(row);
-    } else if (row.action === "upsert" || row.action === "insert-or-keep") {
-      if (known(row, parent.conflictColumns)) byConflict.push(row);
-    }
-  }
-  if (byKey.length === 0 && byConflict.length === 0) return [];
-  const q = n.query;
-  if (q.where !== null || q.limit !== null || q.offset !== null || q.distinctOn.length > 0) {
-    throw new SvcError(
-      "QUERY_NOT_WRITABLE",
-      `${
-        n.path.join(".")
-      } (${n.table}) is written with write_mode ${n.mode}, which deletes the rows ` +
-        `the payload omits, but its where/limit/offset/distinct_on hides rows from the read: use ` +
-        `write_mode insert or upsert, or drop the filter`,
-      { details: { pointer: q.pointer, relation: n.table } },
-    );
-  }
-  if (!n.relation.deletable) notWritable(n, "deleted from");
-  const keepRows = n.rows.filter((r) => r.action !== "insert" && known(r, n.keyColumns));
-  const keep = keepRows.map((r) => record(n.keyColumns, r.values));
-  const typed = (rel: Relation, cols: string[]) =>
-    cols.map((c) => ({ name: c, type: rel.columnMap.get(c)!.type }));
-  const steps: DeleteStep[] = [];
-  const groups: [PlanRow[], string[]][] = sameCols(parent.keyColumns, parent.conflictColumns)
-    ? [[[...byKey, ...byConflict], parent.keyColumns]]
-    : [[byKey, parent.keyColumns], [byConflict, parent.conflictColumns]];
-  for (const [rows, match] of groups) {
-    if (rows.length === 0) continue;
-    const parents = rows.map((r) => record(match, r.values));
-    const sql = deleteStatement(
-      n,
-      parent,
-      typed(parent.relation, match),
-      typed(n.relation, n.keyColumns),
-    );
-    steps.push({
-      kind: "delete",
-      node: n.id,
-      sql,
-      params: [JSON.stringify(parents), JSON.stringify(keep)],
-    });
-  }
-  return steps;
-}
-
-function sameCols(a: string[], b: string[]): boolean {
-  return a.length === b.length && a.every((c) => b.includes(c));
-}
-
-function record(cols: string[], values: Map<string, JsonValue>): Record<string, JsonValue> {
-  const o: Record<string, JsonValue> = Object.create(null);
-  for (const c of cols) o[c] = values.get(c) ?? null;
-  return o;
 }

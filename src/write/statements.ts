@@ -43,12 +43,13 @@ export function flagName(column: string): string {
   return `@p:${column}`;
 }
 
-function qname(t: StatementTarget): string {
+/** The quoted `schema.name` of a target. */
+export function qname(t: StatementTarget): string {
   return `${ident(t.relation.schema)}.${ident(t.relation.name)}`;
 }
 
-/** `jsonb_to_recordset($n::text::jsonb) AS alias("@o" integer, "col" type, …)`. */
-function recordset(
+/** `jsonb_to_recordset($n::text::jsonb) AS alias("@o" integer, "col" type, …)` (`ord`: with `"@o"`). */
+export function recordset(
   columns: { name: string; type: string; flag?: boolean }[],
   alias = "x",
   param = "$1",

@@ -1,4 +1,7 @@
-/** Integration tests of planWrite + executeWrite against a private PostgreSQL with Chinook. */
+/**
+ * Integration tests of planWrite + executeWrite against a private PostgreSQL with Chinook, on the
+ * multi-statement path (the one-statement path is compared with it in cte_test.ts).
+ */
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import postgres from "postgres";
@@ -54,7 +57,7 @@ interface Written {
 async function write(
   tree: unknown,
   data: unknown,
-  opts: WriteOptions = { sql: true, queryPlan: false },
+  opts: WriteOptions = { sql: true, queryPlan: false, oneStatement: false },
 ): Promise<Written> {
   const { schema, sql } = await setup();
   const node = parseQuery(schema, tree, { maxDepth: 6, pointer: "/query" });

@@ -1,0 +1,225 @@
+/**
+ * The statement steps of a write plan: from the planned rows of every node (plan.ts), the
+ * set-based statements to run, in order — deletes of omitted children first (deepest relation
+ * first), then, depth-first, referenced relations before the relations referencing them and a
+ * parent before its incoming children. Pure: no I/O.
+ */
+import type { Relation } from "../db/schema.ts";
+import { SvcError } from "../errors.ts";
+import {
+  deleteStatement,
+  type InputColumn,
+  insertOrKeepStatement,
+  insertStatement,
+  lookupStatement,
+  updateStatement,
+  upsertStatement,
+} from "./statements.ts";
+import type { DeleteStep, PlanNode, PlanRow, RowAction, RowsStep, WriteStep } from "./types.ts";
+import type { JsonValue } from "./values.ts";
+
+interface Ctx {
+  nodes: PlanNode[];
+}
+
+/** The statements of a plan whose rows and actions are decided, in execution order. */
+export function buildSteps(nodes: PlanNode[], root: PlanNode): WriteStep[] {
+  const ctx: Ctx = { nodes };
+  const deletes: { depth: number; step: DeleteStep }[] = [];
+  for (const n of ctx.nodes) {
+    for (const step of deleteStepsOf(ctx, n)) deletes.push({ depth: n.path.length, step });
+  }
+  deletes.sort((a, b) => b.depth - a.depth);
+  const steps: WriteStep[] = deletes.map((d) => d.step);
+  const visit = (n: PlanNode) => {
+    const kids = n.children.map((id) => ctx.nodes[id]);
+    for (const c of kids) if (c.join?.direction === "outgoing") visit(c);
+    if (n.written) steps.push(...writeStepsOf(n));
+    for (const c of kids) if (c.join?.direction === "incoming") visit(c);
+  };
+  visit(root);
+  return steps;
+}
+
+function inputColumn(
+  n: PlanNode,
+  name: string,
+  role: InputColumn["role"],
+  flag = false,
+): InputColumn {
+  const c = n.relation.columnMap.get(name);
+  if (!c) throw new SvcError("INTERNAL", `unknown column ${name} of ${n.table}`);
+  return { name, type: c.type, role, flag };
+}
+
+/** Columns a row sends to the database, by role of the statement. */
+function groupBy<T>(items: T[], key: (t: T) => string): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const it of items) {
+    const k = key(it);
+    const g = groups.get(k);
+    if (g) g.push(it);
+    else groups.set(k, [it]);
+  }
+  return [...groups.values()];
+}
+
+function writeStepsOf(n: PlanNode): RowsStep[] {
+  const steps: RowsStep[] = [];
+  const idx = (a: RowAction) => n.rows.flatMap((r, i) => (r.action === a ? [i] : []));
+  const rel = n.relation;
+  const defaulted = (c: string) => {
+    const col = rel.columnMap.get(c);
+    return col !== undefined && (col.hasDefault || col.identity !== null);
+  };
+  const union = (rows: number[], exclude: string[] = []) => {
+    const cols = new Set<string>();
+    for (const r of rows) for (const c of n.rows[r].writes) if (!exclude.includes(c)) cols.add(c);
+    // Keep the relation's column order: stable SQL text for equal payload shapes.
+    return rel.columns.map((c) => c.name).filter((c) => cols.has(c));
+  };
+  const pattern = (r: number, only: (c: string) => boolean) =>
+    [...n.rows[r].writes].filter(only).sort().join("\u0000");
+
+  // Updates first: they may free unique values that inserted rows take.
+  const updates = idx("update");
+  if (updates.length > 0) {
+    const set = union(updates, n.keyColumns);
+    const columns = [
+      ...n.keyColumns.map((c) => inputColumn(n, c, "match")),
+      ...set.map((c) => inputColumn(n, c, "write", !updates.every((r) => n.rows[r].writes.has(c)))),
+    ];
+    steps.push({
+      kind: "update",
+      node: n.id,
+      rows: updates,
+      columns,
+      sql: updateStatement(n, columns),
+    });
+  }
+  // Upserts: ON CONFLICT DO UPDATE cannot tell a missing column from one set to null, so rows are
+  // grouped by the set of columns they write (one group for a uniform payload).
+  for (const rows of groupBy(idx("upsert"), (r) => pattern(r, () => true))) {
+    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
+    steps.push({ kind: "upsert", node: n.id, rows, columns, sql: upsertStatement(n, columns) });
+  }
+  // Inserts (and insert-or-keep): an absent column must take its default, which INSERT … SELECT
+  // cannot express per row, so rows are grouped by which columns with a default they provide
+  // (one group for a uniform payload). Absent columns without a default are NULL either way.
+  for (const rows of groupBy(idx("insert-or-keep"), (r) => pattern(r, defaulted))) {
+    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
+    steps.push({
+      kind: "insert-or-keep",
+      node: n.id,
+      rows,
+      columns,
+      sql: insertOrKeepStatement(n, columns),
+    });
+  }
+  for (const rows of groupBy(idx("insert"), (r) => pattern(r, defaulted))) {
+    const columns = union(rows).map((c) => inputColumn(n, c, "write"));
+    steps.push({ kind: "insert", node: n.id, rows, columns, sql: insertStatement(n, columns) });
+  }
+  // Kept rows whose read-back columns are not all known are looked up (at run time, only those
+  // still lacking values: insert-or-keep rows that were inserted already have them).
+  const lookups = n.rows.flatMap((r, i) =>
+    (r.action === "keep" || r.action === "insert-or-keep") &&
+      n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
+      ? [i]
+      : []
+  );
+  if (lookups.length > 0) {
+    const columns = n.keyColumns.map((c) => inputColumn(n, c, "match"));
+    steps.push({
+      kind: "lookup",
+      node: n.id,
+      rows: lookups,
+      columns,
+      sql: lookupStatement(n, columns),
+    });
+  }
+  return steps;
+}
+
+/**
+ * The deletes of a merge/merge-new incoming node: existing children of the parent rows that may
+ * already exist (updated, kept or upserted; identified by values known before execution) and whose
+ * payload carries this join, except the rows the payload of this node carries by key (anywhere
+ * under the node, so that a child moved from one parent to another is updated, not deleted).
+ * Updated and kept parents are matched by their key, upserted ones by their conflict columns:
+ * at most two statements.
+ */
+function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
+  if (!n.written || (n.mode !== "merge" && n.mode !== "merge-new")) return [];
+  if (n.join?.direction !== "incoming" || n.parent === null) return [];
+  const parent = ctx.nodes[n.parent];
+  if (!parent.written) return [];
+  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.values.get(c) != null);
+  const byKey: PlanRow[] = [];
+  const byConflict: PlanRow[] = [];
+  for (const row of parent.rows) {
+    if (!row.present.has(n.id)) continue;
+    // A parent row being inserted has no children yet; one identified only at run time neither
+    // (its key comes from a row inserted by this write).
+    if (row.action === "update" || row.action === "keep") {
+      if (known(row, parent.keyColumns)) byKey.push(row);
+    } else if (row.action === "upsert" || row.action === "insert-or-keep") {
+      if (known(row, parent.conflictColumns)) byConflict.push(row);
+    }
+  }
+  if (byKey.length === 0 && byConflict.length === 0) return [];
+  const q = n.query;
+  if (q.where !== null || q.limit !== null || q.offset !== null || q.distinctOn.length > 0) {
+    throw new SvcError(
+      "QUERY_NOT_WRITABLE",
+      `${
+        n.path.join(".")
+      } (${n.table}) is written with write_mode ${n.mode}, which deletes the rows ` +
+        `the payload omits, but its where/limit/offset/distinct_on hides rows from the read: use ` +
+        `write_mode insert or upsert, or drop the filter`,
+      { details: { pointer: q.pointer, relation: n.table } },
+    );
+  }
+  if (!n.relation.deletable) notWritable(n, "deleted from");
+  const keepRows = n.rows.filter((r) => r.action !== "insert" && known(r, n.keyColumns));
+  const keep = keepRows.map((r) => record(n.keyColumns, r.values));
+  const typed = (rel: Relation, cols: string[]) =>
+    cols.map((c) => ({ name: c, type: rel.columnMap.get(c)!.type }));
+  const steps: DeleteStep[] = [];
+  const groups: [PlanRow[], string[]][] = sameCols(parent.keyColumns, parent.conflictColumns)
+    ? [[[...byKey, ...byConflict], parent.keyColumns]]
+    : [[byKey, parent.keyColumns], [byConflict, parent.conflictColumns]];
+  for (const [rows, match] of groups) {
+    if (rows.length === 0) continue;
+    const parents = rows.map((r) => record(match, r.values));
+    const sql = deleteStatement(
+      n,
+      parent,
+      typed(parent.relation, match),
+      typed(n.relation, n.keyColumns),
+    );
+    steps.push({
+      kind: "delete",
+      node: n.id,
+      sql,
+      params: [JSON.stringify(parents), JSON.stringify(keep)],
+    });
+  }
+  return steps;
+}
+
+function sameCols(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((c) => b.includes(c));
+}
+
+function record(cols: string[], values: Map<string, JsonValue>): Record<string, JsonValue> {
+  const o: Record<string, JsonValue> = Object.create(null);
+  for (const c of cols) o[c] = values.get(c) ?? null;
+  return o;
+}
+
+function notWritable(plan: PlanNode, what: string): never {
+  throw new SvcError("QUERY_NOT_WRITABLE", `${plan.table} cannot be ${what}`, {
+    details: { pointer: plan.query.pointer, relation: plan.table },
+  });
+}

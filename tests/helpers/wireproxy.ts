@@ -1,0 +1,90 @@
+/**
+ * A loopback TCP proxy in front of PostgreSQL that reads the frontend protocol and counts what
+ * clients send: bursts (what a client sends before it next hears from the server: round trips),
+ * Execute/Query messages (statements run) and Parse messages. Tests point a pool at it.
+ */
+
+/** What the proxy has seen since the last reset. */
+export interface WireCounts {
+  bursts: number;
+  executes: number;
+  parses: number;
+}
+
+/** A running proxy. */
+export interface PgProxy {
+  port: number;
+  counts: WireCounts;
+  reset(): void;
+  close(): void;
+}
+
+/** Starts a proxy on 127.0.0.1 forwarding to the PostgreSQL at `target` (a loopback port). */
+export function pgProxy(target: number): PgProxy {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const counts: WireCounts = { bursts: 0, executes: 0, parses: 0 };
+  const open: Deno.Conn[] = [];
+  const pump = async (client: Deno.Conn) => {
+    const server = await Deno.connect({ hostname: "127.0.0.1", port: target });
+    open.push(client, server);
+    let serverSpoke = true;
+    let startup = true;
+    let pending = new Uint8Array(0);
+    const scan = () => {
+      for (;;) {
+        const view = new DataView(pending.buffer, pending.byteOffset, pending.byteLength);
+        if (startup) {
+          // The startup (or SSL request) message has no type byte.
+          if (pending.length < 4 || pending.length < view.getInt32(0)) return;
+          pending = pending.slice(view.getInt32(0));
+          startup = false;
+          continue;
+        }
+        if (pending.length < 5) return;
+        const len = view.getInt32(1);
+        if (pending.length < len + 1) return;
+        const type = pending[0];
+        if (type === 0x45 || type === 0x51) counts.executes++; // 'E' execute, 'Q' simple query
+        if (type === 0x50) counts.parses++; // 'P'
+        pending = pending.slice(len + 1);
+      }
+    };
+    const up = (async () => {
+      for await (const chunk of client.readable) {
+        if (serverSpoke) counts.bursts++;
+        serverSpoke = false;
+        const next = new Uint8Array(pending.length + chunk.length);
+        next.set(pending);
+        next.set(chunk, pending.length);
+        pending = next;
+        scan();
+        await server.write(chunk);
+      }
+    })();
+    const down = (async () => {
+      for await (const chunk of server.readable) {
+        serverSpoke = true;
+        await client.write(chunk);
+      }
+    })();
+    await Promise.allSettled([up, down]);
+  };
+  (async () => {
+    for await (const client of listener) pump(client).catch(() => {});
+  })().catch(() => {});
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    counts,
+    reset() {
+      Object.assign(counts, { bursts: 0, executes: 0, parses: 0 });
+    },
+    close() {
+      listener.close();
+      for (const c of open) {
+        try {
+          c.close();
+        } catch { /* already closed */ }
+      }
+    },
+  };
+}
