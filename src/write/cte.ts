@@ -85,6 +85,8 @@ function eligible(plan: WritePlan): boolean {
     if (!n.written) continue;
     const kind = n.relation.kind;
     if (kind !== "table" && kind !== "partitioned_table") return false;
+    // A write that returns no column (INSERT-only table, `returns: none`) keeps the plain path.
+    if (n.returning.length === 0) return false;
     if (tables.has(n.table)) return false;
     tables.add(n.table);
   }
