@@ -85,6 +85,8 @@ export interface Config {
     cookies_max_age: number;
     max_body_size: number;
     max_part_count: number;
+    max_header_size: number;
+    body_timeout: number;
     static: { path?: string };
     upload: { dir?: string; max_size?: number };
     templates: { path: string };

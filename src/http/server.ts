@@ -13,6 +13,9 @@ import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
 import { databaseJson } from "../typescript/json.ts";
+import { httpSurface } from "./surface.ts";
+import { serveStatic, staticDirs } from "./static.ts";
+import { Templates } from "./templates.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -36,6 +39,11 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const { cfg, db, runtime, sessions } = deps;
   const app = new Hono<Env>();
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
+  // HTTP surface (static files, CORS, CSP, limits): src/http/{surface,static,cors,csp}.ts.
+  const statics = staticDirs(cfg.http.static.path);
+  const templates = new Templates(cfg.http.templates.path, cfg.dev);
+  runtime.hooks.push(() => templates.reload());
+  app.use("*", httpSurface(cfg));
 
   // Access log, hold-during-reload, session resolution.
   app.use("*", async (c, next) => {
@@ -106,7 +114,9 @@ export function createApp(deps: AppDeps): Hono<Env> {
     throw new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc");
   });
 
-  app.notFound(() => {
+  app.notFound(async (c) => {
+    const file = await serveStatic(statics, c.req.raw);
+    if (file) return file;
     throw new SvcError("HTTP_NOT_FOUND", "not found");
   });
   return app;
