@@ -51,6 +51,7 @@ export interface MultipartOptions {
 /** The patched parser's hook: return true when the chunk was taken (not buffered in the part). */
 type ContentHook = (part: MultipartPart, chunk: Uint8Array) => boolean;
 
+// deno-lint-ignore no-control-regex
 const CONTROL = /[\x00-\x1f\x7f]/g;
 
 /** Whether a request announces multipart/form-data. */
@@ -119,8 +120,9 @@ export async function decodeMultipart(
   const stored: StoredFile[] = [];
   const hook: ContentHook = (part, chunk) => {
     count(part);
-    if (!streamed(part)) return false;
-    queue.push({ part, chunk });
+    // Chunks may be views of a reused read buffer: in-memory parts keep a copy.
+    if (!streamed(part)) part.content.push(chunk.slice());
+    else queue.push({ part, chunk });
     return true;
   };
   (parser as unknown as { onContent: ContentHook }).onContent = hook;
@@ -182,13 +184,13 @@ export async function decodeMultipart(
     else body[name] = [prev, value];
   };
 
-  const reader = req.body?.getReader();
-  if (!reader) throw new SvcError("HTTP_MULTIPART_INVALID", "multipart body is empty");
+  if (!req.body) throw new SvcError("HTTP_MULTIPART_INVALID", "multipart body is empty");
+  const reader = bodyReader(req.body);
   let total = 0;
   try {
     while (true) {
       const { done, value } = await readWithTimeout(reader, opts.idleTimeoutMs ?? 30_000);
-      if (done) break;
+      if (done || !value) break;
       total += value.length;
       if (total > cap) throw tooLarge();
       for (const part of parser.write(value)) {
@@ -242,8 +244,38 @@ async function writeAll(file: Deno.FsFile, chunk: Uint8Array): Promise<void> {
   while (off < chunk.length) off += await file.write(chunk.subarray(off));
 }
 
+/** Reads a body; a byte stream is read into two alternating buffers (no garbage per chunk). */
+interface ChunkReader {
+  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
+  cancel(): Promise<void>;
+}
+
+const READ_SIZE = 64 * 1024;
+
+function bodyReader(body: ReadableStream<Uint8Array>): ChunkReader {
+  let byob: ReadableStreamBYOBReader;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch {
+    return body.getReader();
+  }
+  // Two buffers: the parser may keep a view of the previous chunk until the next write, so a
+  // buffer is reused only every other read (a BYOB read detaches the buffer it is given).
+  const bufs = [new Uint8Array(READ_SIZE), new Uint8Array(READ_SIZE)];
+  let i = 0;
+  return {
+    async read() {
+      const r = await byob.read(bufs[i]);
+      if (r.value) bufs[i] = new Uint8Array(r.value.buffer, 0, READ_SIZE);
+      i ^= 1;
+      return r as ReadableStreamReadResult<Uint8Array>;
+    },
+    cancel: () => byob.cancel(),
+  };
+}
+
 async function readWithTimeout(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
+  reader: ChunkReader,
   ms: number,
 ): Promise<ReadableStreamReadResult<Uint8Array>> {
   let timer: ReturnType<typeof setTimeout> | undefined;

@@ -75,6 +75,7 @@ export function safeSegments(rawPath: string): string[] | null {
     } catch {
       return null;
     }
+    // deno-lint-ignore no-control-regex
     if (seg.startsWith(".") || /[\/\\\0]/.test(seg) || /[\x00-\x1f]/.test(seg)) return null;
     out.push(seg);
   }

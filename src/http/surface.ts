@@ -10,6 +10,7 @@ import { SvcError } from "../errors.ts";
 import { applyCors, corsApplies, isPreflight, preflight } from "./cors.ts";
 import { cspFor, isHtml, newNonce } from "./csp.ts";
 import { errorResponse } from "./errors.ts";
+import { isMultipart } from "./multipart.ts";
 
 /** The middleware for a configuration (register it before every other one). */
 export function httpSurface(cfg: Config): MiddlewareHandler {
@@ -32,7 +33,10 @@ export function httpSurface(cfg: Config): MiddlewareHandler {
     }
     const withCors = corsApplies(c.req.path);
     if (withCors && isPreflight(req)) return finish(preflight(cors, req));
-    if (req.body && bodyTimeoutMs > 0) c.req.raw = guardBody(req, bodyTimeoutMs);
+    // Multipart bodies are read by decodeMultipart with its own idle timeout (and BYOB buffers).
+    if (req.body && bodyTimeoutMs > 0 && !isMultipart(req)) {
+      c.req.raw = guardBody(req, bodyTimeoutMs);
+    }
     await next();
     let res = c.res;
     try {
