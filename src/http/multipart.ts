@@ -281,7 +281,10 @@ async function readWithTimeout(
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     return await Promise.race([
-      reader.read(),
+      reader.read().catch((e) => {
+        // A broken body (bad chunked framing, the client went away) is the client's fault.
+        throw new SvcError("HTTP_MULTIPART_INVALID", `request body could not be read: ${e}`);
+      }),
       new Promise<never>((_, reject) => {
         timer = setTimeout(
           () =>

@@ -71,7 +71,10 @@ export function guardBody(req: Request, ms: number): Request {
       let timer: ReturnType<typeof setTimeout> | undefined;
       try {
         const r = await Promise.race([
-          src.read(),
+          src.read().catch((e) => {
+            // Broken framing or a client gone away: the client's fault, never a 500.
+            throw new SvcError("QUERY_INVALID", `request body could not be read: ${e}`);
+          }),
           new Promise<never>((_, reject) => {
             timer = setTimeout(
               () => reject(new SvcError("HTTP_BODY_TIMEOUT", `request body stalled for ${ms} ms`)),

@@ -170,6 +170,10 @@ Deno.test("a 10 MB upload streams to disk byte for byte while RSS grows < 10 MB"
   assert.deepEqual(await listDir(), []);
 });
 
+async function writeAll(conn: Deno.Conn, b: Uint8Array): Promise<void> {
+  for (let off = 0; off < b.length;) off += await conn.write(b.subarray(off));
+}
+
 /** Sends a chunked multipart upload over raw TCP until the server answers (or `total` is sent). */
 async function rawUpload(path: string, total: number, extraHead = ""): Promise<{
   status: number;
@@ -204,11 +208,11 @@ async function rawUpload(path: string, total: number, extraHead = ""): Promise<{
     const head = enc.encode(
       `--${BOUNDARY}\r\nContent-Disposition: form-data; name="f"; filename="big.bin"\r\n\r\n`,
     );
-    await conn.write(frame(head));
+    await writeAll(conn, frame(head));
     const block = new Uint8Array(256 * 1024).fill(0x61);
     const framed = frame(block);
     while (!answered && sent < total) {
-      await Promise.race([conn.write(framed), response]);
+      await Promise.race([writeAll(conn, framed), response]);
       sent += block.length;
     }
   } catch { /* the server closed the connection after answering */ }
