@@ -7,7 +7,7 @@
  * The login flow needs the declared routes of demo/app.sql (the demo login contract): while
  * `POST /login` answers 404 that test is skipped with a message, and only the page-load test
  * runs. `SVC_DEMO_SCREENSHOT=1` (or a path) writes a screenshot of the logged-in page
- * (default docs/demo.png).
+ * (default docs/demo.png). `SVC_DEMO_URL` runs it against an already running server.
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
@@ -22,7 +22,13 @@ try {
 } catch { /* the routes branch is not merged yet */ }
 const uri = await chinookDb("demo_browser", appSql);
 const srv = await startServer(uri, [`--http.static.path=${repo}demo/static`]);
-const probe = await srv.post("/login", { email: "nobody@example.com", password: "x" });
+/** `SVC_DEMO_URL` points the test at a running server instead (e.g. `deno task dev`). */
+const base = Deno.env.get("SVC_DEMO_URL")?.replace(/\/$/, "") ?? srv.url;
+const probe = await fetch(base + "/login", {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ email: "nobody@example.com", password: "x" }),
+});
 await probe.body?.cancel();
 const hasLogin = probe.status !== 404;
 const hasBrowser = await Deno.stat(CHROMIUM).then(() => true, () => false);
@@ -61,7 +67,7 @@ Deno.test({
   async fn() {
     const { browser, page, problems } = await open();
     try {
-      const res = await page.goto(srv.url + "/");
+      const res = await page.goto(base + "/");
       assert.equal(res?.status(), 200);
       assert.match(res!.headers()["content-security-policy"], /script-src 'self' 'nonce-/);
       await page.waitForFunction(
@@ -86,15 +92,19 @@ Deno.test({
   sanitizeOps: false,
   async fn() {
     // What the page must show: customer 1's invoices, newest first.
-    const expected = await (await srv.post("/svc", {
-      relation: "invoice",
-      where: ["=", "customer_id", 1],
-      order_by: [["desc", "invoice_date"]],
+    const expected = await (await fetch(base + "/svc", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        relation: "invoice",
+        where: ["=", "customer_id", 1],
+        order_by: [["desc", "invoice_date"]],
+      }),
     })).json() as { invoice_id: number }[];
     assert.ok(expected.length > 0);
     const { browser, page, problems } = await open();
     try {
-      await page.goto(srv.url + "/");
+      await page.goto(base + "/");
       await page.waitForSelector("#login", { state: "visible" });
       // Wrong password: the route's RS401 message is shown, no session.
       await page.fill("#email", "luisg@embraer.com.br");
