@@ -299,3 +299,32 @@ async function readWithTimeout(
     clearTimeout(timer);
   }
 }
+
+/**
+ * The decode options of a declared route from the configuration: `http.max_part_count`,
+ * `http.max_body_size`, `http.body_timeout`, and with `streamUpload` the upload directory
+ * (400 HTTP_UPLOAD_DISABLED while `http.upload.dir` is unset) under `http.upload.max_size`.
+ */
+export function multipartOptions(
+  http: {
+    max_part_count: number;
+    max_body_size: number;
+    body_timeout: number;
+    static: { path?: string };
+    upload: { dir?: string; max_size?: number };
+  },
+  streamUpload: boolean,
+): MultipartOptions {
+  const opts: MultipartOptions = {
+    maxParts: http.max_part_count,
+    maxBodySize: http.max_body_size,
+    idleTimeoutMs: http.body_timeout > 0 ? http.body_timeout * 1000 : 2 ** 31 - 1,
+  };
+  if (streamUpload) {
+    opts.stream = {
+      dir: uploadDir(http.static.path, http.upload.dir),
+      maxSize: http.upload.max_size ?? http.max_body_size,
+    };
+  }
+  return opts;
+}

@@ -6,7 +6,8 @@
  * parts, no boundary, a truncated part, a stalled body; hostile file names never used as paths.
  */
 import assert from "node:assert/strict";
-import { uploadDir } from "../../src/http/multipart.ts";
+import { multipartOptions, uploadDir } from "../../src/http/multipart.ts";
+import { loadConfig } from "../../src/config/load.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-upload-" });
 const dir = `${root}/static/uploads`;
@@ -305,6 +306,19 @@ Deno.test("uploads without http.upload.dir → 400 HTTP_UPLOAD_DISABLED", async 
   assert.equal(r.status, 400);
   assert.equal((await r.json()).code, "HTTP_UPLOAD_DISABLED");
   assert.equal(uploadDir("/srv/a:/srv/b", "up"), "/srv/a/up");
+  const cfg = loadConfig({
+    args: ["--http.static.path=/srv/a:/srv/b", "--http.upload.dir=up", "--http.max_part_count=7"],
+    env: {},
+  });
+  assert.deepEqual(multipartOptions(cfg.http, true), {
+    maxParts: 7,
+    maxBodySize: 10 * MB,
+    idleTimeoutMs: 30_000,
+    stream: { dir: "/srv/a/up", maxSize: 10 * MB },
+  });
+  const off = loadConfig({ args: [], env: {} });
+  assert.equal(multipartOptions(off.http, false).stream, undefined);
+  assert.throws(() => multipartOptions(off.http, true), /uploads are disabled/);
 });
 
 Deno.test({

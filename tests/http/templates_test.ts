@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { Templates } from "../../src/http/templates.ts";
-import { cspFor, newNonce } from "../../src/http/csp.ts";
+import { renderPage } from "../../src/http/render.ts";
 import { errorResponse } from "../../src/http/errors.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-tpl-" });
@@ -35,15 +35,10 @@ function serve(templates: Templates, dev: boolean) {
   return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     const url = new URL(req.url);
     const name = url.searchParams.get("t") ?? "page";
-    const nonce = newNonce();
     try {
       const content = JSON.parse(url.searchParams.get("it") ?? "{}");
-      const html = await templates.render(name, content, nonce);
-      return new Response(html, {
-        headers: {
-          "content-type": "text/html; charset=utf-8",
-          "content-security-policy": cspFor(csp, nonce),
-        },
+      return await renderPage(templates, csp, name, content, {
+        csp: url.searchParams.get("csp"),
       });
     } catch (e) {
       return errorResponse(e, { dev, anonymous: true });
@@ -82,6 +77,20 @@ Deno.test("a page's inline script and style carry the nonce of its CSP header; t
   assert.notEqual(n2, nonce);
   const html2 = await r2.text();
   assert.ok(html2.includes(`nonce="${n2}"`) && !html2.includes("evil"));
+});
+
+Deno.test("a response's own CSP (resp.csp) replaces the policy and still gets the nonce", async () => {
+  const r = await fetch(
+    url(prod, "page", { title: "t", items: [], year: 1 }) + "&csp=" +
+      encodeURIComponent("default-src 'none'; script-src https://cdn.example"),
+  );
+  const header = r.headers.get("content-security-policy")!;
+  const m =
+    /^default-src 'none'; script-src https:\/\/cdn\.example 'nonce-([^']+)'; style-src 'nonce-([^']+)'$/
+      .exec(header);
+  assert.ok(m, header);
+  assert.equal(m[1], m[2]);
+  assert.ok((await r.text()).includes(`<script nonce="${m[1]}">`));
 });
 
 Deno.test("names cannot escape the directory; missing or broken → 500 INTERNAL", async () => {
