@@ -15,6 +15,7 @@ import { runAction } from "./src/cli.ts";
 import { announce, setupAnonymousRole } from "./src/startup.ts";
 import { ignoredEnv } from "./src/config/env.ts";
 import { createSso } from "./src/sso/mod.ts";
+import { surfaceHooks } from "./src/http/hooks.ts";
 import { serveMetrics } from "./src/http/metrics.ts";
 
 /** A running server. */
@@ -50,8 +51,9 @@ export async function start(cfg: Config): Promise<Server> {
   });
   const health = new HealthProbe(connectionString(cfg));
   const runtime = new Runtime(cfg);
-  const sso = createSso({ cfg, db, sessions, secret });
-  const app = createApp({ cfg, db, runtime, sessions, health, sso });
+  const routeHooks = surfaceHooks(cfg, runtime);
+  const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
+  const app = createApp({ cfg, db, runtime, sessions, health, sso, routeHooks });
   const server = Deno.serve({
     hostname: cfg.http.host,
     port: cfg.http.port,

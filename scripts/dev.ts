@@ -19,6 +19,7 @@ const flags = [
   "--dev",
   `--pg.query.wellknown_path=${root}wellknown`,
   `--http.templates.path=${root}templates`,
+  `--http.static.path=${root}demo/static`,
   `--secrets.dir=${root}.tmp/secrets`,
   `--saml.certificate_path=${root}.tmp/secrets/saml.crt`,
   `--saml.private_key_path=${root}.tmp/secrets/saml.key`,

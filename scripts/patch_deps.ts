@@ -74,7 +74,9 @@ export async function applyPatches(patchDir: string, nodeModules: string): Promi
   for await (const e of Deno.readDir(patchDir)) {
     const m = /^(.+)@([^@]+)\.patch$/.exec(e.name);
     if (!e.isFile || !m) continue;
-    const [, name, version] = m;
+    const [, file, version] = m;
+    // A scoped package's patch is named `@scope+name@version.patch` (no `/` in a file name).
+    const name = file.startsWith("@") ? file.replace("+", "/") : file;
     const root = `${nodeModules}/.deno/${name.replace("/", "+")}@${version}/node_modules/${name}`;
     const files = parsePatch(await Deno.readTextFile(`${patchDir}/${e.name}`));
     for (const [path, hunks] of files) {

@@ -204,6 +204,18 @@ export const KEYS: KeySpec[] = [
     doc: "Most queries one batch (a JSON array on POST /svc) may hold (400 QUERY_INVALID beyond).",
   },
   {
+    key: "http.max_header_size",
+    kind: "int",
+    default: 16384,
+    doc: "Max total size of a request's header names and values in bytes (431 beyond).",
+  },
+  {
+    key: "http.body_timeout",
+    kind: "int",
+    default: 30,
+    doc: "Seconds a request body may stall between two chunks before 408 HTTP_BODY_TIMEOUT.",
+  },
+  {
     key: "http.static.path",
     kind: "string",
     doc: "Colon-separated static directories served as fallback; the first is the write directory.",

@@ -90,6 +90,8 @@ export interface Config {
     max_part_count: number;
     max_json_depth: number;
     max_batch: number;
+    max_header_size: number;
+    body_timeout: number;
     static: { path?: string };
     upload: { dir?: string; max_size?: number };
     templates: { path: string };

@@ -3,16 +3,7 @@
  * README's configuration table and `--help` mark them "planned". Remove a prefix when its
  * feature lands.
  */
-export const PLANNED_PREFIXES: readonly string[] = [
-  "http.max_part_count",
-  "http.static.",
-  "http.upload.",
-  "http.templates.",
-  "http.cors.",
-  "http.csp.",
-  "route.<schema>.<function>.template",
-  "route.<schema>.<function>.stream_upload",
-];
+export const PLANNED_PREFIXES: readonly string[] = [];
 
 /** Whether a key (as written in the key table) has no effect yet. */
 export function isPlanned(key: string): boolean {

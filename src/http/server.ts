@@ -26,6 +26,8 @@ import { bindMetricSources, observeDbError, observeRequest } from "../metrics.ts
 import { uncaughtErrors } from "../guard.ts";
 import { metricsResponse } from "./metrics.ts";
 import { playgroundResponse } from "./playground.ts";
+import { httpSurface } from "./surface.ts";
+import { serveStatic, staticDirs } from "./static.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -68,6 +70,9 @@ export function createApp(deps: AppDeps): Hono<Env> {
     tokenCache: () => sessions.cacheStats(),
     uncaught: uncaughtErrors,
   });
+  // HTTP surface (static files, CORS, CSP, limits): src/http/{surface,static,cors,csp}.ts.
+  const statics = staticDirs(cfg.http.static.path);
+  app.use("*", httpSurface(cfg));
 
   // Access log, hold-during-reload, session resolution.
   app.use("*", async (c, next) => {
@@ -232,7 +237,9 @@ export function createApp(deps: AppDeps): Hono<Env> {
     app.get("/svc/playground", () => playgroundResponse());
   }
 
-  app.notFound(() => {
+  app.notFound(async (c) => {
+    const file = await serveStatic(statics, c.req.raw);
+    if (file) return file;
     throw new SvcError("HTTP_NOT_FOUND", "not found");
   });
   return app;

@@ -177,8 +177,14 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         middleware: middlewarePlan(chain, req),
         route: { route, statement },
       };
-      const result = await runChain(db, call.who, plan);
-      return await respond(result, route, call.request.method === "HEAD");
+      try {
+        const result = await runChain(db, call.who, plan);
+        return await respond(result, route, call.request.method === "HEAD");
+      } catch (e) {
+        // A failed request keeps none of its streamed uploads.
+        await removeUploads(req.body);
+        throw e;
+      }
     },
 
     async ahead(state, call) {
@@ -195,4 +201,14 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       return await respond(result, null, call.request.method === "HEAD");
     },
   };
+}
+
+/** Removes the files a streamed upload stored for a request body (`files[].path`), if any. */
+async function removeUploads(body: unknown): Promise<void> {
+  const files = (body as { files?: unknown } | null)?.files;
+  if (!Array.isArray(files)) return;
+  for (const f of files) {
+    const path = (f as { path?: unknown })?.path;
+    if (typeof path === "string") await Deno.remove(path).catch(() => {});
+  }
 }

@@ -14,6 +14,8 @@ export interface RouteHooks {
   render?(template: string, it: unknown, nonce: string): Promise<string>;
   /** Decodes a multipart/form-data body for a route (fields, files; `stream_upload` aware). */
   decodeMultipart?(req: Request, route: Route): Promise<unknown>;
+  /** The Content-Security-Policy of a rendered page: configured (or `override`) plus the nonce. */
+  csp?(nonce: string, override: string | null): string;
 }
 
 /** A JSON value. */

@@ -209,6 +209,11 @@ export async function buildResponse(
     const it = isObject(content) ? { ...content, nonce } : { content, nonce };
     body = await ctx.hooks.render(template, it, nonce);
     if (!headers.has("content-type")) headers.set("content-type", "text/html; charset=utf-8");
+    // The page's policy carries this response's nonce (resp.csp replaces the configured one).
+    if (ctx.hooks.csp) {
+      const override = typeof r.csp === "string" ? r.csp : null;
+      headers.set("content-security-policy", ctx.hooks.csp(nonce, override));
+    }
   } else if (status === 204 || status === 304 || (status >= 300 && status < 400 && !content)) {
     body = null;
   } else {

@@ -1,0 +1,155 @@
+/**
+ * The demo page (demo/static/, served as static files) in a real headless Chromium (Debian
+ * `chromium` driven by playwright-core): log in through `POST /login`, see the user's invoices
+ * read through `POST /svc`, reload and stay logged in (session cookie), log out. The page runs
+ * under the server's CSP: any violation fails the test.
+ *
+ * The login flow needs the declared routes of demo/app.sql (the demo login contract): while
+ * `POST /login` answers 404 that test is skipped with a message, and only the page-load test
+ * runs. `SVC_DEMO_SCREENSHOT=1` (or a path) writes a screenshot of the logged-in page
+ * (default docs/demo.png). `SVC_DEMO_URL` runs it against an already running server.
+ */
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { startServer } from "../helpers/server.ts";
+
+const repo = new URL("../../", import.meta.url).pathname;
+const CHROMIUM = "/usr/bin/chromium";
+let appSql = "";
+try {
+  appSql = await Deno.readTextFile(`${repo}demo/app.sql`);
+} catch { /* the routes branch is not merged yet */ }
+const uri = await chinookDb("demo_browser", appSql);
+const srv = await startServer(uri, [`--http.static.path=${repo}demo/static`]);
+/** `SVC_DEMO_URL` points the test at a running server instead (e.g. `deno task dev`). */
+const base = Deno.env.get("SVC_DEMO_URL")?.replace(/\/$/, "") ?? srv.url;
+const probe = await fetch(base + "/login", {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ email: "nobody@example.com", password: "x" }),
+});
+await probe.body?.cancel();
+const hasLogin = probe.status !== 404;
+const hasBrowser = await Deno.stat(CHROMIUM).then(() => true, () => false);
+if (!hasBrowser) console.warn(`demo_browser_test: ${CHROMIUM} missing (apt-get install chromium)`);
+if (!hasLogin) {
+  console.warn(
+    "demo_browser_test: POST /login answers 404 (no declared routes / demo/app.sql yet): " +
+      "the login flow test is skipped until the routes branch is merged",
+  );
+}
+
+/** A browser page on the server, failing on CSP violations and page errors. */
+async function open() {
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox"],
+  });
+  const context = await browser.newContext({ viewport: { width: 1000, height: 760 } });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on("console", (m) => {
+    // Anonymous GET /me is 401 by contract (404 while there are no routes): not a problem.
+    const expectedStatus = hasLogin ? /status of 401/ : /status of 40[14]/;
+    if (m.type() === "error" && !expectedStatus.test(m.text())) problems.push(m.text());
+  });
+  page.on("pageerror", (e) => problems.push(String(e)));
+  return { browser, context, page, problems };
+}
+
+Deno.test({
+  name: "demo page loads in Chromium under the server's CSP (no violation, no script error)",
+  ignore: !hasBrowser,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const { browser, page, problems } = await open();
+    try {
+      const res = await page.goto(base + "/");
+      assert.equal(res?.status(), 200);
+      assert.match(res!.headers()["content-security-policy"], /script-src 'self' 'nonce-/);
+      await page.waitForFunction(
+        "document.getElementById('status').textContent !== 'Loading…'",
+      );
+      if (!hasLogin) {
+        assert.match(await page.textContent("#status") ?? "", /no \/login route/);
+      }
+      assert.deepEqual(problems, []);
+    } finally {
+      await browser.close();
+    }
+  },
+});
+
+Deno.test({
+  name: hasLogin
+    ? "demo page: log in, see the invoices, reload and stay logged in, log out"
+    : "demo page login flow (SKIPPED: POST /login answers 404 — needs the routes branch merged)",
+  ignore: !hasLogin || !hasBrowser,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    // What the page must show: customer 1's invoices, newest first.
+    const expected = await (await fetch(base + "/svc", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        relation: "invoice",
+        where: ["=", "customer_id", 1],
+        order_by: [["desc", "invoice_date"]],
+      }),
+    })).json() as { invoice_id: number }[];
+    assert.ok(expected.length > 0);
+    const { browser, page, problems } = await open();
+    try {
+      await page.goto(base + "/");
+      await page.waitForSelector("#login", { state: "visible" });
+      // Wrong password: the route's RS401 message is shown, no session.
+      await page.fill("#email", "luisg@embraer.com.br");
+      await page.fill("#password", "wrong");
+      await page.click("#login-button");
+      await page.waitForSelector("#login-error", { state: "visible" });
+      assert.match(await page.textContent("#login-error") ?? "", /invalid e-mail or password/);
+      // Log in.
+      await page.fill("#password", "demo");
+      await page.click("#login-button");
+      await page.waitForSelector("tr.invoice");
+      assert.equal(await page.textContent("#who"), "luisg@embraer.com.br");
+      const ids = async () =>
+        await page.$$eval("tr.invoice td:first-child", (tds) => tds.map((t) => t.textContent));
+      assert.deepEqual(await ids(), expected.map((i) => String(i.invoice_id)));
+      const shot = Deno.env.get("SVC_DEMO_SCREENSHOT");
+      if (shot) {
+        const path = shot === "1" ? `${repo}docs/demo.png` : shot;
+        await Deno.mkdir(path.replace(/\/[^/]*$/, ""), { recursive: true });
+        await page.screenshot({ path, fullPage: true });
+      }
+      // Reload: the session cookie keeps the user logged in.
+      await page.reload();
+      await page.waitForSelector("tr.invoice");
+      assert.equal(await page.textContent("#who"), "luisg@embraer.com.br");
+      assert.deepEqual(await ids(), expected.map((i) => String(i.invoice_id)));
+      // Log out, and stay logged out after a reload.
+      await page.click("#logout");
+      await page.waitForSelector("#login", { state: "visible" });
+      await page.reload();
+      await page.waitForSelector("#login", { state: "visible" });
+      assert.equal(await page.isVisible("#account"), false);
+      assert.deepEqual(problems, []);
+    } finally {
+      await browser.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "teardown",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await srv.stop();
+    await stopDb();
+  },
+});

@@ -1,0 +1,344 @@
+/**
+ * HTTP surface through the real server: static files (first match wins, index.html, 304, 206,
+ * 416, HEAD, traversal in every encoding → 404), CORS (preflight from allowed and refused
+ * origins, `null`, `*`, closed by default), CSP with a fresh nonce on HTML, nosniff everywhere,
+ * header-size limit, and a client stalling mid-body that holds no pool connection.
+ */
+import assert from "node:assert/strict";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { startServer, type TestServer } from "../helpers/server.ts";
+
+const root = await Deno.makeTempDir({ prefix: "svc-static-" });
+const d1 = `${root}/one`, d2 = `${root}/two`, outside = `${root}/outside`;
+for (const d of [d1, d2, `${d1}/sub`, outside, `${d1}/.hidden`]) await Deno.mkdir(d);
+const TEXT = "hello world 0123456789";
+await Deno.writeTextFile(`${d1}/a.txt`, TEXT);
+await Deno.writeTextFile(`${d2}/a.txt`, "from the second directory");
+await Deno.writeTextFile(`${d2}/only2.txt`, "only in two");
+await Deno.writeTextFile(`${d1}/index.html`, "<!doctype html><title>root</title>");
+await Deno.writeTextFile(`${d1}/sub/index.html`, "<!doctype html><title>sub</title>");
+await Deno.writeTextFile(`${d1}/.env`, "SECRET=dotfile");
+await Deno.writeTextFile(`${d1}/.hidden/x.txt`, "SECRET in a dot directory");
+await Deno.writeTextFile(`${d1}/style.css`, "body{color:red}");
+await Deno.writeTextFile(`${outside}/secret.txt`, "SECRET outside");
+await Deno.symlink(`${outside}/secret.txt`, `${d1}/link.txt`);
+await Deno.symlink(outside, `${d1}/linkdir`);
+const big = new Uint8Array(3 * 1024 * 1024).map((_, i) => (i * 31 + 7) & 0xff);
+await Deno.writeFile(`${d1}/big.bin`, big);
+
+const uri = await chinookDb("surface");
+const srv = await startServer(uri, [
+  `--http.static.path=${d1}:${d2}`,
+  "--http.cors.allowed_origins=https://app.example, https://other.example",
+  "--http.csp.img_src='self' data:",
+  "--http.max_header_size=8192",
+  "--http.body_timeout=1",
+  "--pg.pool_size=1",
+]);
+const star = await startServer(uri, ["--http.cors.allowed_origins=*"]);
+const closed = await startServer(uri, [
+  `--http.static.path=${d1}`,
+  "--http.csp.policy=default-src 'none'; img-src https://img.example",
+]);
+
+/** Sends a request exactly as written (no client-side path normalisation). */
+async function raw(server: TestServer, head: string, body = ""): Promise<{
+  status: number;
+  text: string;
+}> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.server.port });
+  await conn.write(new TextEncoder().encode(head + "\r\n" + body));
+  let text = "";
+  const buf = new Uint8Array(65536);
+  const dec = new TextDecoder();
+  // Read until the response is complete (the server may keep a half-sent request open).
+  while (true) {
+    const n = await conn.read(buf).catch(() => null);
+    if (n === null) break;
+    text += dec.decode(buf.subarray(0, n), { stream: true });
+    const end = text.indexOf("\r\n\r\n");
+    const len = /\r\ncontent-length: (\d+)/i.exec(text);
+    if (end >= 0 && len && text.length - end - 4 >= Number(len[1])) break;
+  }
+  conn.close();
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text };
+}
+
+const get = (path: string, h: HeadersInit = {}) => srv.get(path, h);
+
+Deno.test("static: first directory wins, second is a fallback, types and validators set", async () => {
+  const a = await get("/a.txt");
+  assert.equal(a.status, 200);
+  assert.equal(await a.text(), TEXT);
+  assert.equal(a.headers.get("content-type"), "text/plain; charset=utf-8");
+  assert.match(a.headers.get("etag")!, /^"[0-9a-f]+-[0-9a-f]+-[0-9a-f]+"$/);
+  assert.ok(a.headers.get("last-modified"));
+  assert.equal(a.headers.get("x-content-type-options"), "nosniff");
+  const two = await get("/only2.txt");
+  assert.equal(await two.text(), "only in two");
+  const css = await get("/style.css");
+  assert.equal(css.headers.get("content-type"), "text/css; charset=utf-8");
+  await css.body?.cancel();
+  const bin = await get("/big.bin");
+  assert.equal(bin.headers.get("content-type"), "application/octet-stream");
+  assert.deepEqual(new Uint8Array(await bin.arrayBuffer()), big);
+});
+
+Deno.test("static: index.html for a directory, HEAD without body, other methods 404", async () => {
+  for (const p of ["/", "/sub/", "/sub"]) {
+    const r = await get(p);
+    assert.equal(r.status, 200, p);
+    assert.match(await r.text(), p === "/" ? /<title>root/ : /<title>sub/);
+  }
+  const h = await fetch(srv.url + "/a.txt", { method: "HEAD" });
+  assert.equal(h.status, 200);
+  assert.equal(h.headers.get("content-length"), String(TEXT.length));
+  assert.equal(await h.text(), "");
+  const p = await fetch(srv.url + "/a.txt", { method: "POST", body: "x" });
+  assert.equal(p.status, 404);
+  assert.equal(p.headers.get("x-svc-errorcode"), "HTTP_NOT_FOUND");
+  await p.body?.cancel();
+});
+
+Deno.test("static: If-None-Match and If-Modified-Since → 304", async () => {
+  const a = await get("/a.txt");
+  await a.body?.cancel();
+  const etag = a.headers.get("etag")!;
+  const r1 = await get("/a.txt", { "if-none-match": etag });
+  assert.equal(r1.status, 304);
+  assert.equal(await r1.text(), "");
+  assert.equal(r1.headers.get("etag"), etag);
+  const r2 = await get("/a.txt", { "if-none-match": `"other", ${etag}` });
+  assert.equal(r2.status, 304);
+  await r2.body?.cancel();
+  const r3 = await get("/a.txt", { "if-none-match": '"other"' });
+  assert.equal(r3.status, 200);
+  await r3.body?.cancel();
+  const r4 = await get("/a.txt", { "if-modified-since": a.headers.get("last-modified")! });
+  assert.equal(r4.status, 304);
+  await r4.body?.cancel();
+  const r5 = await get("/a.txt", { "if-modified-since": new Date(0).toUTCString() });
+  assert.equal(r5.status, 200);
+  await r5.body?.cancel();
+});
+
+Deno.test("static: single Range → 206, unsatisfiable or reversed → 416, a list → whole file", async () => {
+  const r = await get("/a.txt", { range: "bytes=0-4" });
+  assert.equal(r.status, 206);
+  assert.equal(r.headers.get("content-range"), `bytes 0-4/${TEXT.length}`);
+  assert.equal(await r.text(), "hello");
+  const tail = await get("/a.txt", { range: "bytes=-4" });
+  assert.equal(tail.status, 206);
+  assert.equal(await tail.text(), "6789");
+  const open = await get("/a.txt", { range: "bytes=6-" });
+  assert.equal(await open.text(), TEXT.slice(6));
+  const bigRange = await get("/big.bin", { range: "bytes=1000000-1000999" });
+  assert.equal(bigRange.status, 206);
+  assert.deepEqual(new Uint8Array(await bigRange.arrayBuffer()), big.slice(1000000, 1001000));
+  for (const range of ["bytes=100-200", "bytes=5-2", "bytes=-0"]) {
+    const bad = await get("/a.txt", { range });
+    assert.equal(bad.status, 416, range);
+    assert.equal(bad.headers.get("content-range"), `bytes */${TEXT.length}`);
+    assert.equal(bad.headers.get("x-svc-errorcode"), "HTTP_RANGE_NOT_SATISFIABLE");
+    assert.equal((await bad.json()).code, "HTTP_RANGE_NOT_SATISFIABLE");
+  }
+  const list = await get("/a.txt", { range: "bytes=0-1,3-4" });
+  assert.equal(list.status, 200);
+  assert.equal(await list.text(), TEXT);
+  const etag = (await get("/a.txt", { range: "bytes=0-0" })).headers.get("etag")!;
+  const stale = await get("/a.txt", { range: "bytes=0-4", "if-range": '"stale"' });
+  assert.equal(stale.status, 200);
+  await stale.body?.cancel();
+  const fresh = await get("/a.txt", { range: "bytes=0-4", "if-range": etag });
+  assert.equal(fresh.status, 206);
+  await fresh.body?.cancel();
+});
+
+Deno.test("static: traversal in every encoding, dotfiles, symlinks out and NUL → 404", async () => {
+  const paths = [
+    "/../outside/secret.txt",
+    "/%2e%2e/outside/secret.txt",
+    "/%2E%2E/outside/secret.txt",
+    "/.%2e/outside/secret.txt",
+    "/sub/../../outside/secret.txt",
+    "/sub/%2e%2e/%2e%2e/outside/secret.txt",
+    "/..%2foutside%2fsecret.txt",
+    "/%2e%2e%2foutside%2fsecret.txt",
+    "/%2e%2e%2Foutside%2Fsecret.txt",
+    "/..%5coutside%5csecret.txt",
+    "/..\\outside\\secret.txt",
+    "/%252e%252e/outside/secret.txt",
+    "/%c0%ae%c0%ae/outside/secret.txt",
+    "/a.txt%00.html",
+    "/a.txt%00",
+    "/link.txt",
+    "/linkdir/secret.txt",
+    "/.env",
+    "/%2eenv",
+    "/.hidden/x.txt",
+    "/%2ehidden/x.txt",
+    "//etc/passwd",
+    "/%2fetc/passwd",
+  ];
+  for (const p of paths) {
+    const r = await raw(srv, `GET ${p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n`);
+    assert.doesNotMatch(r.text, /SECRET|root:/, p);
+    // hyper refuses a few raw bytes itself (400); everything that reaches svc is 404.
+    assert.ok(r.status === 404 || r.status === 400, `${p}: ${r.status}`);
+    if (r.status === 404) assert.match(r.text, /HTTP_NOT_FOUND/, p);
+  }
+  // fetch normalises dot segments on the client side: still inside the directory.
+  const n = await get("/sub/../a.txt");
+  assert.equal(await n.text(), TEXT);
+});
+
+Deno.test("CORS: preflight from an allowed origin → 204 with every header", async () => {
+  const r = await fetch(srv.url + "/svc", {
+    method: "OPTIONS",
+    headers: {
+      origin: "https://app.example",
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "content-type",
+    },
+  });
+  assert.equal(r.status, 204);
+  assert.equal(r.headers.get("access-control-allow-origin"), "https://app.example");
+  assert.equal(r.headers.get("access-control-allow-credentials"), "true");
+  assert.equal(
+    r.headers.get("access-control-allow-methods"),
+    "GET, POST, PUT, PATCH, DELETE, OPTIONS",
+  );
+  assert.match(r.headers.get("access-control-allow-headers")!, /\bcontent-type\b/);
+  assert.equal(r.headers.get("access-control-max-age"), "600");
+  assert.match(r.headers.get("vary")!, /Origin/);
+  await r.body?.cancel();
+});
+
+Deno.test("CORS: refused origin, origin null and a closed server get no CORS header", async () => {
+  for (
+    const [server, origin] of [
+      [srv, "https://evil.example"],
+      [srv, "null"],
+      [srv, "https://app.example.evil.example"],
+      [closed, "https://app.example"],
+      [star, "null"],
+    ] as const
+  ) {
+    const pre = await fetch(server.url + "/svc", {
+      method: "OPTIONS",
+      headers: { origin, "access-control-request-method": "POST" },
+    });
+    assert.equal(pre.status, 204);
+    const acHeaders = [...pre.headers.keys()].filter((k) => k.startsWith("access-control-"));
+    assert.deepEqual(acHeaders, [], origin);
+    await pre.body?.cancel();
+    const res = await server.post("/svc", { relation: "genre", limit: 1 }, { origin });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("access-control-allow-origin"), null, origin);
+    await res.body?.cancel();
+  }
+});
+
+Deno.test("CORS: actual requests from an allowed origin (query, static, errors); * has no credentials", async () => {
+  const origin = "https://other.example";
+  const q = await srv.post("/svc", { relation: "genre", limit: 1 }, { origin });
+  assert.equal(q.status, 200);
+  assert.equal(q.headers.get("access-control-allow-origin"), origin);
+  assert.equal(q.headers.get("access-control-allow-credentials"), "true");
+  assert.match(q.headers.get("vary")!, /Origin/);
+  assert.match(q.headers.get("access-control-expose-headers")!, /X-Svc-Errorcode/);
+  await q.body?.cancel();
+  const s = await get("/a.txt", { origin });
+  assert.equal(s.headers.get("access-control-allow-origin"), origin);
+  await s.body?.cancel();
+  const e = await srv.post("/svc", { relation: "nope" }, { origin });
+  assert.equal(e.status, 404);
+  assert.equal(e.headers.get("access-control-allow-origin"), origin);
+  await e.body?.cancel();
+  const any = await star.post("/svc", { relation: "genre", limit: 1 }, { origin });
+  assert.equal(any.headers.get("access-control-allow-origin"), "*");
+  assert.equal(any.headers.get("access-control-allow-credentials"), null);
+  await any.body?.cancel();
+  const pre = await fetch(star.url + "/svc", {
+    method: "OPTIONS",
+    headers: { origin, "access-control-request-method": "POST" },
+  });
+  assert.equal(pre.headers.get("access-control-allow-origin"), "*");
+  assert.equal(pre.headers.get("access-control-allow-credentials"), null);
+  await pre.body?.cancel();
+});
+
+Deno.test("CSP: HTML carries the configured policy plus a fresh nonce; JSON carries nosniff", async () => {
+  const nonces = new Set<string>();
+  for (let i = 0; i < 3; i++) {
+    const r = await get("/");
+    await r.body?.cancel();
+    const csp = r.headers.get("content-security-policy")!;
+    assert.match(csp, /^default-src 'self'; /);
+    assert.match(csp, /img-src 'self' data:/);
+    assert.match(csp, /object-src 'self'/);
+    const m = /script-src 'self' 'nonce-([A-Za-z0-9+/=]{22,})'/.exec(csp);
+    assert.ok(m, csp);
+    assert.match(csp, new RegExp(`style-src 'self' 'nonce-${m[1].replace(/[+/]/g, "\\$&")}'`));
+    nonces.add(m[1]);
+  }
+  assert.equal(nonces.size, 3);
+  const txt = await get("/a.txt");
+  assert.equal(txt.headers.get("content-security-policy"), null);
+  await txt.body?.cancel();
+  const json = await srv.post("/svc", { relation: "genre", limit: 1 });
+  assert.equal(json.headers.get("x-content-type-options"), "nosniff");
+  await json.body?.cancel();
+  const verbatim = await closed.get("/");
+  await verbatim.body?.cancel();
+  assert.match(
+    verbatim.headers.get("content-security-policy")!,
+    /^default-src 'none'; img-src https:\/\/img\.example; script-src 'nonce-[^']+'; style-src 'nonce-[^']+'$/,
+  );
+});
+
+Deno.test("limits: oversized headers → 431; a stalled body → 408 without holding the pool", async () => {
+  const big = await get("/a.txt", { "x-big": "y".repeat(10000) });
+  assert.equal(big.status, 431);
+  assert.equal(big.headers.get("x-svc-errorcode"), "HTTP_HEADERS_TOO_LARGE");
+  await big.body?.cancel();
+  // pool_size=1: a client announcing 100 bytes and sending 10 must not block other queries.
+  const stalled = raw(
+    srv,
+    "POST /svc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+      "Content-Length: 100\r\nConnection: close\r\n",
+    '{"relation',
+  );
+  await new Promise((r) => setTimeout(r, 200));
+  for (let i = 0; i < 3; i++) {
+    const ok = await srv.post("/svc", { relation: "genre", limit: 1 });
+    assert.equal(ok.status, 200);
+    await ok.body?.cancel();
+  }
+  const t0 = performance.now();
+  const s = await stalled;
+  assert.equal(s.status, 408);
+  assert.match(s.text, /HTTP_BODY_TIMEOUT/);
+  assert.ok(performance.now() - t0 < 3000);
+  // An announced body over the cap is refused before it is sent.
+  const over = await raw(
+    srv,
+    "POST /svc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+      "Content-Length: 999999999\r\nConnection: close\r\n",
+  );
+  assert.equal(over.status, 413);
+  assert.match(over.text, /HTTP_BODY_TOO_LARGE/);
+});
+
+Deno.test({
+  name: "teardown",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await srv.stop();
+    await star.stop();
+    await closed.stop();
+    await stopDb();
+    await Deno.remove(root, { recursive: true });
+  },
+});
