@@ -36,7 +36,7 @@ export const KEYS: KeySpec[] = [
     kind: "bool",
     default: false,
     doc:
-      "Development mode: database error text and stack traces in generic errors; listens on 127.0.0.1 unless http.host is set; turns the pg.query.allow_* switches (and, once it lands, TypeScript export) on unless set.",
+      "Development mode: database error text and stack traces in generic errors; listens on 127.0.0.1 unless http.host is set; turns the pg.query.allow_* switches, the TypeScript export and the playground on unless set.",
   },
   {
     key: "config",
