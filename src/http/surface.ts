@@ -99,6 +99,8 @@ export function guardBody(req: Request, ms: number): Request {
     method: req.method,
     headers: req.headers,
     body,
+    // Keep the client's signal: a client that goes away still cancels its statement.
+    signal: req.signal,
     duplex: "half",
   } as RequestInit);
 }

@@ -155,13 +155,20 @@ Deno.test("full-control req: method, path, params, query, headers, cookies, body
   assert.equal((await json(text) as { body: unknown }).body, "just text");
   const none = await srv.get("/echo/g");
   assert.equal((await json(none) as { body: unknown }).body, null);
-  // Multipart without the multipart hook: 415.
+  // Multipart: fields arrive as strings, files as {filename, content_type, size, content_base64}.
   const fd = new FormData();
   fd.set("a", "1");
+  fd.set("f", new File(["hello"], "hi.txt", { type: "text/plain" }));
   const mp = await fetch(srv.url + "/echo/m", { method: "POST", body: fd });
-  assert.equal(mp.status, 415);
-  assert.equal(mp.headers.get("x-svc-errorcode"), "HTTP_UNSUPPORTED_MEDIA_TYPE");
-  await mp.body?.cancel();
+  assert.equal(mp.status, 200);
+  const mbody = (await json(mp) as { body: Record<string, unknown> }).body;
+  assert.equal(mbody.a, "1");
+  assert.deepEqual(mbody.f, {
+    filename: "hi.txt",
+    content_type: "text/plain",
+    size: 5,
+    content_base64: btoa("hello"),
+  });
 });
 
 Deno.test("full-control resp: status, text content type, cookies, redirect", async () => {
