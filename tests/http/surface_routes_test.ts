@@ -1,0 +1,166 @@
+/**
+ * The HTTP surface through declared routes on the real server process: a 10 MB streamed upload
+ * (`stream_upload`) lands on disk byte for byte while svc's RSS stays flat, a failed upload
+ * request keeps no file, and a template route renders with the nonce of its own CSP header and
+ * escapes HTML-special characters.
+ */
+import assert from "node:assert/strict";
+import { chinookDb } from "../helpers/db.ts";
+import { spawnSvc, type SvcProcess } from "../helpers/process.ts";
+
+const FIXTURE = `
+create schema up;
+grant usage on schema up to "~anonymous";
+create table up.received (id serial primary key, body jsonb);
+grant insert on up.received to "~anonymous";
+grant usage on sequence up.received_id_seq to "~anonymous";
+create function up.save(req jsonb) returns table (resp jsonb, content jsonb)
+  language plpgsql volatile as $$
+begin
+  if req->'body'->>'fail' = 'yes' then
+    raise exception 'refused' using errcode = 'RS422';
+  end if;
+  insert into up.received (body) values (req->'body');
+  return query select null::jsonb, req->'body';
+end $$;
+create function up.page(req jsonb) returns table (resp jsonb, content jsonb)
+  language sql stable as $$
+  select jsonb_build_object('template', 'page'),
+         jsonb_build_object('name', '<b>Tom & "Jerry"</b>')
+$$;
+grant execute on function up.save(jsonb), up.page(jsonb) to "~anonymous";
+`;
+
+const PAGE = `<!doctype html><html><head><style nonce="<%= it.nonce %>">p{color:red}</style>
+</head><body><p><%= it.name %></p><script nonce="<%= it.nonce %>">window.ok = 1;</script>
+</body></html>`;
+
+const MiB = 1024 * 1024;
+let svc: SvcProcess;
+let staticDir: string;
+
+async function server(): Promise<SvcProcess> {
+  if (svc) return svc;
+  staticDir = await Deno.makeTempDir({ prefix: "svc-static-" });
+  const templates = await Deno.makeTempDir({ prefix: "svc-tpl-" });
+  await Deno.writeTextFile(`${templates}/page.eta`, PAGE);
+  svc = await spawnSvc([
+    `--pg.uri=${await chinookDb("surface_routes", FIXTURE)}`,
+    "--logging.level=error",
+    `--http.static.path=${staticDir}`,
+    "--http.upload.dir=uploads",
+    "--http.upload.max_size=20971520",
+    `--http.templates.path=${templates}`,
+    "--route.up.save.path=/upload",
+    "--route.up.save.method=POST",
+    "--route.up.save.stream_upload=true",
+    "--route.up.page.path=/page",
+  ]);
+  await svc.waitHealthy();
+  return svc;
+}
+
+function rss(pid: number): { rss: number; hwm: number } {
+  const s = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(s)![1]);
+  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
+}
+
+async function uploadedFiles(): Promise<string[]> {
+  const out: string[] = [];
+  try {
+    for await (const e of Deno.readDir(`${staticDir}/uploads`)) out.push(e.name);
+  } catch { /* not created yet */ }
+  return out;
+}
+
+Deno.test({
+  name: "stream_upload: a 10 MB file lands on disk byte for byte, svc RSS grows < 10 MB",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const s = await server();
+    const data = new Uint8Array(10 * MiB);
+    for (let i = 0; i < data.length; i += 4096) crypto.getRandomValues(data.subarray(i, i + 4096));
+    const fd = new FormData();
+    fd.set("title", "big one");
+    fd.set("file", new File([data], "../../etc/passwd", { type: "application/octet-stream" }));
+    Deno.writeTextFileSync(`/proc/${s.child.pid}/clear_refs`, "5");
+    const before = rss(s.child.pid).rss;
+    const r = await fetch(`${s.url}/upload`, { method: "POST", body: fd });
+    const text = await r.text();
+    assert.equal(r.status, 200, text);
+    const growth = rss(s.child.pid).hwm - before;
+    const body = JSON.parse(text) as {
+      title: string;
+      files: { field: string; filename: string; size: number; path: string }[];
+    };
+    assert.equal(body.title, "big one");
+    assert.equal(body.files.length, 1);
+    const f = body.files[0];
+    assert.equal(f.field, "file");
+    assert.equal(f.size, data.length);
+    assert.ok(f.path.startsWith(`${staticDir}/uploads/`), f.path);
+    assert.ok(!f.path.includes(".."), "the client's file name is never a path");
+    const onDisk = await Deno.readFile(f.path);
+    assert.equal(onDisk.length, data.length);
+    assert.ok(onDisk.every((b, i) => b === data[i]), "bytes on disk differ from the bytes sent");
+    assert.ok(growth < 10, `RSS grew by ${growth.toFixed(1)} MiB`);
+  },
+});
+
+Deno.test({
+  name: "stream_upload: a request the function refuses keeps none of its files",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const s = await server();
+    const before = (await uploadedFiles()).length;
+    const fd = new FormData();
+    fd.set("fail", "yes");
+    fd.set("file", new File([new Uint8Array(1000)], "x.bin"));
+    const r = await fetch(`${s.url}/upload`, { method: "POST", body: fd });
+    assert.equal(r.status, 422);
+    assert.equal(r.headers.get("x-svc-errorcode"), "RS422");
+    await r.body?.cancel();
+    assert.equal((await uploadedFiles()).length, before);
+  },
+});
+
+Deno.test({
+  name: "template route: inline script and style carry the nonce of the CSP header; HTML escaped",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const s = await server();
+    const nonces = new Set<string>();
+    for (let i = 0; i < 2; i++) {
+      const r = await fetch(`${s.url}/page`);
+      const html = await r.text();
+      assert.equal(r.status, 200, html);
+      assert.match(r.headers.get("content-type") ?? "", /^text\/html/);
+      const csp = r.headers.get("content-security-policy") ?? "";
+      const m = /script-src[^;]*'nonce-([^']+)'/.exec(csp);
+      assert.ok(m, csp);
+      const nonce = m[1];
+      assert.match(csp, new RegExp(`style-src[^;]*'nonce-${nonce.replace(/[+/=]/g, "\\$&")}'`));
+      assert.ok(html.includes(`<script nonce="${nonce}">`), html);
+      assert.ok(html.includes(`<style nonce="${nonce}">`), html);
+      assert.ok(html.includes("&lt;b&gt;Tom &amp; &quot;Jerry&quot;&lt;/b&gt;"), html);
+      assert.ok(!html.includes("<b>Tom"), "content must be escaped");
+      nonces.add(nonce);
+    }
+    assert.equal(nonces.size, 2, "a fresh nonce per response");
+  },
+});
+
+Deno.test({
+  name: "surface routes: stop",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const st = await svc.stop();
+    assert.equal(st.code, 0, svc.output());
+    await Deno.remove(staticDir, { recursive: true }).catch(() => {});
+  },
+});
