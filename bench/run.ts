@@ -571,6 +571,50 @@ async function main(): Promise<Report> {
       }
     }
 
+    // Metrics cost (issue: metrics must cost < 3% throughput): the primary-key read at 10
+    // connections against this svc (metrics on, the default) and a second svc with
+    // http.metrics.enable=false, alternating A/B rounds so drift hits both alike.
+    let metricsCost: Report["metrics_cost"];
+    const pk = selected.find((c) => c.id === "pk_read");
+    if (pk) {
+      log("metrics cost: pk_read at 10 connections, metrics on vs off, 3 alternating rounds");
+      const off = await startSvc({
+        pgUri: uri,
+        poolSize: POOL,
+        wellknownDir,
+        secretsDir,
+        logFile: `${RUN_DIR}/svc-nometrics.log`,
+        flags: ["--http.metrics.enable=false"],
+      });
+      try {
+        const bodyFile = `${RUN_DIR}/pk_read.json`;
+        const on: number[] = [];
+        const offRps: number[] = [];
+        const d = Math.max(3, Math.round(DURATION / 2));
+        for (let round = 0; round < 3; round++) {
+          for (const [url, out] of [[svcUrl, on], [`${off.url}/svc`, offRps]] as const) {
+            const r = await http({ url, bodyFile, connections: 10, duration: d }, useWrk);
+            out.push(r.rps);
+          }
+        }
+        const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+        metricsCost = {
+          rps_on: on,
+          rps_off: offRps,
+          median_on: med(on),
+          median_off: med(offRps),
+          cost_pct: (1 - med(on) / med(offRps)) * 100,
+        };
+        log(
+          `  metrics on ${metricsCost.median_on.toFixed(0)} req/s, off ${
+            metricsCost.median_off.toFixed(0)
+          } req/s: cost ${metricsCost.cost_pct.toFixed(1)}%`,
+        );
+      } finally {
+        await off.stop();
+      }
+    }
+
     let peerReport: Report["peer"] = null;
     const nested = cases.find((c) => c.id === "nested_read");
     if (wantPeer && nested) {
@@ -721,6 +765,7 @@ async function main(): Promise<Report> {
       data: counts,
       cases,
       amplification,
+      metrics_cost: metricsCost,
       peer: peerReport,
       problems,
     };

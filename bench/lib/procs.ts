@@ -162,6 +162,8 @@ export interface SvcOptions {
   wellknownDir: string;
   secretsDir: string;
   logFile: string;
+  /** Extra configuration flags (e.g. `--http.metrics.enable=false`). */
+  flags?: string[];
 }
 
 /** Starts svc (rollback and sql flags allowed) and waits for GET /svc/health. */
@@ -181,6 +183,7 @@ export async function startSvc(o: SvcOptions): Promise<Child> {
     "--pg.query.allow_rollback=true",
     "--pg.query.allow_sql=true",
     "--logging.level=error",
+    ...(o.flags ?? []),
   ], { port, logFile: o.logFile });
   try {
     await waitFor(

@@ -91,6 +91,14 @@ export interface Report {
   cases: CaseResult[];
   /** The one-oversized-row probe (pg.query.max_row_size). */
   amplification?: BigProbe;
+  /** Primary-key read with metrics on and off (http.metrics.enable), alternating rounds. */
+  metrics_cost?: {
+    rps_on: number[];
+    rps_off: number[];
+    median_on: number;
+    median_off: number;
+    cost_pct: number;
+  };
   peer: {
     name: string;
     runtime: string;
@@ -169,6 +177,17 @@ export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
     text: "100,000-row read: svc RSS growth < 64 MB",
     results: [{ connections: 1, value: growth, met: growth === null ? null : growth < 64 }],
     met: growth === null ? null : growth < 64,
+  });
+  const mc = r.metrics_cost;
+  targets.push({
+    id: "metrics_cost",
+    text: "metrics (prom-client) cost < 3% of primary-key read throughput at 10 connections",
+    results: [{
+      connections: 10,
+      value: mc ? mc.cost_pct : null,
+      met: mc ? mc.cost_pct < 3 : null,
+    }],
+    met: mc ? mc.cost_pct < 3 : null,
   });
   const amp = r.amplification;
   const ampGrowth = amp ? amp.growth_mb : null;
@@ -362,6 +381,19 @@ export function renderMarkdown(r: Report): string {
     );
   }
 
+  if (r.metrics_cost) {
+    const m = r.metrics_cost;
+    L.push("## Metrics cost (primary-key read, 10 connections, alternating rounds)", "");
+    L.push(
+      "| metrics | req/s per round | median |",
+      "|---|---|---:|",
+      `| on (default) | ${m.rps_on.map(f0).join(" / ")} | ${f0(m.median_on)} |`,
+      `| off | ${m.rps_off.map(f0).join(" / ")} | ${f0(m.median_off)} |`,
+      "",
+      `Cost: ${m.cost_pct.toFixed(1)}% of throughput.`,
+      "",
+    );
+  }
   const amp = r.amplification;
   if (amp) {
     L.push("## One oversized row (amplifying joins), pg.query.max_row_size", "");

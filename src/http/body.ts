@@ -18,22 +18,44 @@ export function requireJson(req: Request): void {
   }
 }
 
-/** Reads the whole body, at most `maxBytes` (413 HTTP_BODY_TOO_LARGE before buffering more). */
-export async function readBodyBytes(req: Request, maxBytes: number): Promise<Uint8Array> {
+/**
+ * Reads the whole body, at most `maxBytes` (413 HTTP_BODY_TOO_LARGE before buffering more). With
+ * `idleMs`, a body that stalls that long between two chunks is 408 HTTP_BODY_TIMEOUT (a slow or
+ * malicious client never holds a pooled connection: bodies are read before one is taken).
+ */
+export async function readBodyBytes(
+  req: Request,
+  maxBytes: number,
+  idleMs = 0,
+): Promise<Uint8Array> {
   const tooLarge = () =>
     new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
   const len = Number(req.headers.get("content-length") ?? "NaN");
   if (len > maxBytes) throw tooLarge();
   if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let n = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stalled = () =>
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new SvcError("HTTP_BODY_TIMEOUT", `request body stalled for ${idleMs} ms`)),
+        idleMs,
+      );
+    });
   try {
-    for await (const c of req.body) {
-      n += c.length;
+    for (;;) {
+      const r = idleMs > 0 ? await Promise.race([reader.read(), stalled()]) : await reader.read();
+      clearTimeout(timer);
+      if (r.done) break;
+      n += r.value.length;
       if (n > maxBytes) throw tooLarge();
-      chunks.push(c);
+      chunks.push(r.value);
     }
   } catch (e) {
+    clearTimeout(timer);
+    reader.cancel().catch(() => {});
     if (e instanceof SvcError) throw e;
     // A broken or malformed body stream (bad chunked encoding, client gone) is the client's.
     throw new SvcError(
@@ -64,9 +86,9 @@ export function decodeUtf8(bytes: Uint8Array): string {
   }
 }
 
-/** Reads a body as strictly decoded UTF-8 text under `maxBytes`. */
-export async function readBodyText(req: Request, maxBytes: number): Promise<string> {
-  return decodeUtf8(await readBodyBytes(req, maxBytes));
+/** Reads a body as strictly decoded UTF-8 text under `maxBytes` (and `idleMs`, see above). */
+export async function readBodyText(req: Request, maxBytes: number, idleMs = 0): Promise<string> {
+  return decodeUtf8(await readBodyBytes(req, maxBytes, idleMs));
 }
 
 /**

@@ -349,7 +349,11 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
 /** POST /svc. */
 export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
   requireJson(req);
-  const text = await readBodyText(req, ctx.cfg.http.max_body_size);
+  const text = await readBodyText(
+    req,
+    ctx.cfg.http.max_body_size,
+    ctx.cfg.http.body_timeout * 1000,
+  );
   const key = text.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0P${text}` : undefined;
   const cached = key === undefined ? undefined : await cachedRead(ctx, key);
   if (cached) return cached;

@@ -155,6 +155,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         cfg.http.max_body_size,
         hooks,
         cfg.http.max_json_depth,
+        cfg.http.body_timeout * 1000,
       );
       let statement: Statement;
       if (route.fullControl) {

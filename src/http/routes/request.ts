@@ -66,6 +66,7 @@ export async function decodeBody(
   maxBytes: number,
   hooks: RouteHooks,
   maxDepth = Infinity,
+  idleMs = 0,
 ): Promise<unknown> {
   const type = mediaType(req.headers.get("content-type"));
   if (type === "multipart/form-data") {
@@ -75,7 +76,7 @@ export async function decodeBody(
     return await hooks.decodeMultipart(req, route);
   }
   if (req.method === "GET" || req.method === "HEAD") return null;
-  const bytes = await readBodyBytes(req, maxBytes);
+  const bytes = await readBodyBytes(req, maxBytes, idleMs);
   if (bytes.length === 0) return null;
   const text = decodeUtf8(bytes);
   if (isJsonType(type)) return parseJson(text, maxDepth);
