@@ -17,6 +17,7 @@ import { databaseJson } from "../typescript/json.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { routeInfo } from "./routes/declare.ts";
+import { checkAssumable } from "../auth/assume.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -56,6 +57,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
       // A client that goes away cancels its statement, as reload and shutdown do.
       const signal = AbortSignal.any([gate.signal, c.req.raw.signal]);
       if (session.claims) {
+        checkAssumable(session.claims.role, runtime.state?.schema.currentUser);
         c.set("who", { role: session.claims.role, claims: session.claims, signal });
         c.set("anonymous", false);
       } else {
