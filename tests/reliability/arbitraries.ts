@@ -123,6 +123,29 @@ export class Arbs {
     );
   }
 
+  #bool(cols: string[], depth: number): fc.Arbitrary<Json> {
+    const v = fc.oneof(fc.constantFrom(...cols), this.#literal());
+    const base = fc.oneof(
+      fc.tuple(fc.constantFrom("=", "<>", "<", ">=", "like", "ilike", "@>"), v, v)
+        .map(([o, a, b]) => [o, a, b]),
+      fc.tuple(fc.constantFrom("is_null", "is_not_null"), v).map((x) => x),
+      fc.tuple(v, fc.array(v, { minLength: 1, maxLength: 3 })).map(([a, xs]) => ["in", a, ...xs]),
+      fc.tuple(v, v, v).map(([a, l, h]) => ["between", l, a, h]),
+      fc.tuple(fc.constantFrom(...OPS), this.#expr(cols, 1), this.#expr(cols, 1)).map((x) => x),
+    );
+    if (depth <= 0) return base;
+    const sub = this.#bool(cols, depth - 1);
+    return fc.oneof(
+      { weight: 3, arbitrary: base },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(fc.constantFrom("and", "or"), fc.array(sub, { maxLength: 3 }))
+          .map(([o, xs]) => [o, ...xs]),
+      },
+      { weight: 1, arbitrary: sub.map((a) => ["not", a]) },
+    );
+  }
+
   /** A relation tree rooted at `r` with outgoing/incoming joins up to two levels. */
   tree(r: Relation, depth = 0): fc.Arbitrary<Record<string, Json>> {
     const cols = r.columns.map((c) => c.name);
@@ -148,7 +171,7 @@ export class Arbs {
         ).map((pairs) => Object.fromEntries(pairs))
       );
     return fc.record({
-      where: this.#expr(cols, 2),
+      where: this.#bool(cols, 2),
       select: fc.oneof(
         fc.constantFrom("own", "full"),
         fc.uniqueArray(fc.constantFrom(...cols), { maxLength: 3 }),
@@ -282,14 +305,27 @@ export class Arbs {
         fc.oneof(fc.jsonValue({ maxDepth: 1 }), hostileString),
         { maxKeys: 5 },
       );
+    // Rows that mostly fit: a hostile string in a text column of a simple table.
+    const named = writable.filter((r) =>
+      r.columnMap.get("name")?.category === "S" &&
+      r.columns.every((c) => c.name === "name" || c.hasDefault || c.nullable)
+    );
+    const fitting = (r: Relation) =>
+      named.includes(r)
+        ? fc.record({ name: hostileString.map((s) => s.replaceAll("\u0000", "")) })
+        : row(r);
     return fc.constantFrom(...writable).chain((r) =>
       fc.tuple(
-        fc.oneof(this.tree(r, 1), this.mutatedTree()),
-        fc.array(row(r), { minLength: 1, maxLength: 3 }),
-        fc.constantFrom(undefined, "insert", "merge", "merge-new", "update", "upsert", "x'"),
+        fc.oneof(
+          { weight: 3, arbitrary: fc.constant({ relation: r.name }) },
+          { weight: 1, arbitrary: this.tree(r, 1) },
+          { weight: 1, arbitrary: this.mutatedTree() },
+        ),
+        fc.array(fc.oneof(row(r), fitting(r)), { minLength: 1, maxLength: 3 }),
+        fc.constantFrom(undefined, undefined, "insert", "merge", "merge-new", "upsert", "x'"),
         fc.boolean(),
         fc.boolean(),
-      ).map(([query, data, mode, stats, rollback]) => {
+      ).map(([query, data, mode, stats, batch]) => {
         const q = query && typeof query === "object" && !Array.isArray(query)
           ? { ...query, ...(mode ? { write_mode: mode } : {}) }
           : query;
@@ -297,7 +333,7 @@ export class Arbs {
           method: "POST",
           path: "/svc",
           headers: { "content-type": "application/json", cookie: userCookie },
-          body: JSON.stringify({ query: q, data, stats, ...(rollback ? { count: true } : {}) }),
+          body: JSON.stringify(batch ? [{ query: q, data, stats }] : { query: q, data, stats }),
         };
       })
     );

@@ -21,12 +21,18 @@ export const SHARES: Record<string, number> = {
   "config files": 0.1,
 };
 
-/** The seed and run count from the environment (`FUZZ_SEED`, `FUZZ_RUNS`). */
-export function fuzzSettings(defaultRuns: number): { seed: number; runs: number } {
+/**
+ * The seed and run count from the environment (`FUZZ_SEED`, `FUZZ_RUNS`), else the defaults (a
+ * random seed when none is given).
+ */
+export function fuzzSettings(
+  defaultRuns: number,
+  defaultSeed?: number,
+): { seed: number; runs: number } {
   const s = Deno.env.get("FUZZ_SEED");
   const r = Deno.env.get("FUZZ_RUNS");
   return {
-    seed: s ? Number(s) : (Date.now() ^ (Math.random() * 0x7fffffff)) | 0,
+    seed: s ? Number(s) : defaultSeed ?? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0,
     runs: r ? Number(r) : defaultRuns,
   };
 }

@@ -14,7 +14,8 @@ import { CANARY_OK, canaryState, startTarget } from "./target.ts";
 
 const target = await startTarget("fuzz");
 const tally = new Tally();
-const { seed, runs } = fuzzSettings(2000);
+// A fixed default seed keeps CI deterministic; `deno task soak --fuzz N` explores random seeds.
+const { seed, runs } = fuzzSettings(2000, 20261123);
 const props = await properties(target, tally);
 
 for (const p of props) {
