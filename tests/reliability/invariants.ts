@@ -60,8 +60,25 @@ export function violation(status: number, code: string | null, body: string): st
   return null;
 }
 
+/**
+ * Violations already reported and being fixed elsewhere (compiler work on the "decides" branch):
+ * a cast to a reg* type or an fts config naming an unknown object answers 500 PG_42P01/PG_42704.
+ * The long mode counts them as `KNOWN` instead of stopping; the bounded test stays strict.
+ */
+export function knownOpenIssue(req: Req, code: string | null): boolean {
+  if (code !== "PG_42P01" && code !== "PG_42704" && code !== "PG_42883") return false;
+  const text = typeof req.body === "string" ? req.body : decodeURIComponent(req.path);
+  return /"reg(class|proc|procedure|type|role|namespace|config|oper|operator|collation)"|"fts"/
+    .test(text);
+}
+
 /** Sends `req` to `base`, checks the invariants (throws on a violation) and tallies the answer. */
-export async function send(base: string, req: Req, tally?: Tally): Promise<Response> {
+export async function send(
+  base: string,
+  req: Req,
+  tally?: Tally,
+  tolerateKnown = false,
+): Promise<Response> {
   const res = await fetch(base + req.path, {
     method: req.method,
     headers: req.headers,
@@ -70,8 +87,11 @@ export async function send(base: string, req: Req, tally?: Tally): Promise<Respo
   });
   const text = await res.text();
   const code = res.headers.get("x-svc-errorcode");
-  tally?.add(res.status, code);
-  const bad = violation(res.status, code, text);
+  let bad = violation(res.status, code, text);
+  if (bad && tolerateKnown && !text.includes(CANARY_MARKER) && knownOpenIssue(req, code)) {
+    bad = null;
+    tally?.add(0, `KNOWN ${res.status} ${code}`);
+  } else tally?.add(res.status, code);
   if (bad) {
     const shown = typeof req.body === "string" ? req.body.slice(0, 2000) : "";
     throw new Error(
