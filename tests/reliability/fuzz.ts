@@ -111,7 +111,7 @@ export async function properties(
   tally: Tally,
   tolerateKnown = false,
 ): Promise<FuzzProperty[]> {
-  const base = t.srv.url;
+  const base = t.url;
   const arbs = new Arbs(await schemaOf(await chinookDb(t.db)));
   const validToken = t.userCookie.slice("accesstoken=".length);
   const wkNames = ["artist_albums", "tracks_by_genre", "top_customers", "invoice_lines"];

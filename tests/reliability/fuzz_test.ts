@@ -26,7 +26,7 @@ for (const p of props) {
 }
 
 Deno.test("fuzz: the server is alive and the canary intact afterwards", async () => {
-  const live = await fetch(`${target.srv.url}/svc/health/ready`);
+  const live = await fetch(`${target.url}/svc/health/ready`);
   assert.equal(live.status, 200, await live.text());
   assert.equal(await canaryState(target.db), CANARY_OK);
   assert.equal(tally.serverErrors, 0);

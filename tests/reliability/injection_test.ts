@@ -12,7 +12,7 @@ import { type Req, send } from "./invariants.ts";
 import { CANARY_OK, canaryState, startTarget } from "./target.ts";
 
 const target = await startTarget("injection");
-const base = target.srv.url;
+const base = target.url;
 const user = target.userCookie;
 
 /** Hostile strings. */

@@ -14,7 +14,7 @@ import { send } from "./invariants.ts";
 import { CANARY_OK, canaryState, startTarget } from "./target.ts";
 
 const target = await startTarget("sessions_attack");
-const base = target.srv.url;
+const base = target.url;
 
 const b64 = (v: unknown) =>
   btoa(typeof v === "string" ? v : JSON.stringify(v)).replace(/=+$/, "").replace(/\+/g, "-")
@@ -195,6 +195,7 @@ Deno.test("Authorization: Bearer is not a session (cookies only)", async () => {
     });
     const req = JSON.parse(await echo.text());
     assert.equal(req.jwt, null);
+    assert.equal(req.headers.authorization, auth);
   }
 });
 

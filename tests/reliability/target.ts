@@ -6,7 +6,8 @@
  */
 import { FIXTURE_SQL } from "../compile/fixture.ts";
 import { chinookDb, psql } from "../helpers/db.ts";
-import { now, startServer, type TestServer, token } from "../helpers/server.ts";
+import { now, startServer, token } from "../helpers/server.ts";
+import { spawnSvc } from "../helpers/process.ts";
 
 /** The text stored in the canary table; no response may ever contain it. */
 export const CANARY_MARKER = "canary-9f2c41d7-never-served";
@@ -48,30 +49,73 @@ export const CANARY_OK = `1:${CANARY_MARKER}`;
 
 /** A running target: the server (connected as `authenticator`) and its database. */
 export interface Target {
-  srv: TestServer;
+  /** Base URL of the server. */
+  url: string;
   db: string;
+  /** The server's process id when it runs as its own process. */
+  pid?: number;
+  /** Resolves when a server process exits (never for an in-process server). */
+  exited: Promise<string>;
   /** A Cookie header value carrying a valid `app_user` session. */
   userCookie: string;
   stop(): Promise<void>;
 }
 
-/** Creates (once per process) the database `name` and starts svc on it as `authenticator`. */
-export async function startTarget(name = "reliability", flags: string[] = []): Promise<Target> {
+async function prepare(name: string) {
   const superUri = await chinookDb(name, TARGET_SQL);
-  const uri = superUri.replace("://postgres@", "://authenticator@");
   const wellknown = new URL("../../wellknown", import.meta.url).pathname;
-  const srv = await startServer(uri, [
-    `--pg.query.wellknown_path=${wellknown}`,
-    // Hostile arguments may ask for huge series (rt.pairs): a 2 s timeout keeps cases fast.
-    "--pg.query.statement_timeout=2000",
-    ...flags,
-  ]);
   const t = now();
   const tok = await token({ role: "app_user", iat: t, exp: t + 86400, auth_time: t, uid: "fz" });
   return {
-    srv,
-    db: name,
+    uri: superUri.replace("://postgres@", "://authenticator@"),
+    flags: [
+      `--pg.query.wellknown_path=${wellknown}`,
+      // Hostile arguments may ask for huge series (rt.pairs): a 2 s timeout keeps cases fast.
+      "--pg.query.statement_timeout=2000",
+    ],
     userCookie: `accesstoken=${tok}`,
+  };
+}
+
+/** Creates (once per process) the database `name` and starts svc in-process as `authenticator`. */
+export async function startTarget(name = "reliability", flags: string[] = []): Promise<Target> {
+  const p = await prepare(name);
+  const srv = await startServer(p.uri, [...p.flags, ...flags]);
+  return {
+    url: srv.url,
+    db: name,
+    exited: new Promise(() => {}),
+    userCookie: p.userCookie,
     stop: () => srv.stop(),
+  };
+}
+
+/** Like {@link startTarget}, with svc as its own process (`deno run main.ts`). */
+export async function startTargetProcess(
+  name = "reliability",
+  flags: string[] = [],
+): Promise<Target> {
+  const p = await prepare(name);
+  const svc = await spawnSvc([
+    `--pg.uri=${p.uri}`,
+    "--logging.level=error",
+    "--pg.pool_size=4",
+    ...p.flags,
+    ...flags,
+  ]);
+  await svc.waitHealthy();
+  let stopping = false;
+  return {
+    url: svc.url,
+    db: name,
+    pid: svc.child.pid,
+    exited: svc.child.status.then((st) =>
+      stopping ? new Promise<string>(() => {}) : `svc exited (${st.code}):\n${svc.output()}`
+    ),
+    userCookie: p.userCookie,
+    stop: async () => {
+      stopping = true;
+      await svc.stop();
+    },
   };
 }
