@@ -37,10 +37,6 @@ function rssMiB(pid: number | undefined): number {
   }
 }
 
-// A process exit of svc (or a crash) is always a failure: warnings of the YAML parser about odd
-// tags in fuzzed config files are silenced.
-(globalThis as { process?: { removeAllListeners?(e: string): void } }).process
-  ?.removeAllListeners?.("warning");
 const target = await startTargetProcess("soak_fuzz");
 let exited: string | null = null;
 target.exited.then((why) => (exited = why));
