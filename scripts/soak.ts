@@ -38,6 +38,15 @@ function rssMiB(pid: number | undefined): number {
 }
 
 const target = await startTargetProcess("soak_fuzz");
+// Ctrl-C / SIGTERM: stop svc and the private cluster instead of leaving them behind.
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  Deno.addSignalListener(sig, async () => {
+    console.log(`\n${sig}: stopping svc and the database`);
+    await target.stop().catch(() => {});
+    await stopDb().catch(() => {});
+    Deno.exit(130);
+  });
+}
 let exited: string | null = null;
 target.exited.then((why) => (exited = why));
 const rss: number[] = [rssMiB(target.pid)];
