@@ -63,11 +63,11 @@ export function violation(status: number, code: string | null, body: string): st
 /**
  * Violations already reported and being fixed elsewhere (compiler work on the "decides" branch):
  * a cast to a reg* type or an fts config naming an unknown object (or no valid name) answers 500
- * PG_42P01, PG_42704 or PG_42602.
+ * PG_42P01, PG_42704, PG_42602 or PG_3F000 (unknown schema).
  * The long mode counts them as `KNOWN` instead of stopping; the bounded test stays strict.
  */
 export function knownOpenIssue(req: Req, code: string | null): boolean {
-  if (!code || !/^PG_42/.test(code)) return false;
+  if (!code || !/^PG_(42|3F)/.test(code)) return false;
   const text = typeof req.body === "string" ? req.body : decodeURIComponent(req.path);
   return /"reg(class|proc|procedure|type|role|namespace|config|oper|operator|collation)"|"fts"/
     .test(text);
