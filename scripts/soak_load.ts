@@ -188,9 +188,10 @@ export async function soak(minutes: number, connections: number): Promise<{
   }
 }
 
-if (import.meta.main) {
+/** `deno task soak --minutes M [--connections N]`: runs the load soak and exits 0 when it passed. */
+export async function soakLoadMain(args: string[]): Promise<never> {
   const { values } = parseArgs({
-    args: Deno.args,
+    args,
     options: {
       minutes: { type: "string", default: "10" },
       connections: { type: "string", default: "200" },
@@ -210,3 +211,5 @@ if (import.meta.main) {
   );
   Deno.exit(result.ok ? 0 : 1);
 }
+
+if (import.meta.main) await soakLoadMain(Deno.args);

@@ -28,6 +28,7 @@ import { metricsResponse } from "./metrics.ts";
 import { playgroundResponse } from "./playground.ts";
 import { httpSurface } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
+import { checkAssumable } from "../auth/assume.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -105,6 +106,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
         });
       }
       try {
+        // A token naming the connecting role would run as the authenticator itself.
+        if (session.claims) checkAssumable(session.claims.role, runtime.state?.schema.currentUser);
         await next();
       } catch (e) {
         // Thrown past the handlers (not found): answer here so the access line has the status.
