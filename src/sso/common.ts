@@ -27,6 +27,23 @@ export function callbackFunction(cfg: Config, own: string | undefined): string |
 }
 
 /**
+ * The public origin and callback function an entry needs before it can resolve; throws (a
+ * misconfigured entry stays unresolved: 503, reason logged) when either is missing.
+ */
+export function entryBasics(
+  cfg: Config,
+  entry: { public_host?: string; callback_function?: string },
+): { origin: string; fn: string } {
+  const origin = publicOrigin(cfg, entry.public_host);
+  if (!origin) throw new Error("http.public_host (or the entry's public_host) is not set");
+  const fn = callbackFunction(cfg, entry.callback_function);
+  if (!fn) {
+    throw new Error("no callback function (callback_function or http.functions.sso_callback)");
+  }
+  return { origin, fn };
+}
+
+/**
  * A value resolved at startup and, after a failure, again on demand with exponential backoff
  * (1 s doubling to 60 s). `get()` answers 503 SSO_NOT_READY while it is unresolved.
  */

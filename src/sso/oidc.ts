@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Config, OpenIdConfig } from "../config/load.ts";
 import type { RequestRole } from "../db/pool.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
-import { callbackFunction, Lazy, publicOrigin, reason, refuse } from "./common.ts";
+import { entryBasics, Lazy, reason, refuse } from "./common.ts";
 import { decodeQuery, randomToken, type StateCookies } from "./state.ts";
 import { SvcError } from "../errors.ts";
 
@@ -47,12 +47,7 @@ export class OidcEntry {
   }
 
   async #resolve(): Promise<Resolved> {
-    const origin = publicOrigin(this.cfg, this.entry.public_host);
-    if (!origin) throw new Error("http.public_host (or the entry's public_host) is not set");
-    const fn = callbackFunction(this.cfg, this.entry.callback_function);
-    if (!fn) {
-      throw new Error("no callback function (callback_function or http.functions.sso_callback)");
-    }
+    const { origin, fn } = entryBasics(this.cfg, this.entry);
     const dir = this.cfg.secrets.dir;
     const id = this.entry.client_id ?? await readSecretFile(join(dir, `openid-${this.name}.id`));
     const secret = this.entry.client_secret ??

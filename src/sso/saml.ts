@@ -10,7 +10,7 @@ import type { Config, SamlConfig } from "../config/load.ts";
 import type { RequestRole } from "../db/pool.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { loadOrCreateSpKeys, type SpKeyPair } from "./certs.ts";
-import { callbackFunction, Lazy, publicOrigin, refuse } from "./common.ts";
+import { entryBasics, Lazy, refuse } from "./common.ts";
 import { hasDtd, ReplayCache, SamlInvalid, verifyResponse } from "./saml_verify.ts";
 import { decodeQuery, type StateCookies } from "./state.ts";
 
@@ -99,12 +99,7 @@ export class SamlEntry {
   }
 
   async #resolve(): Promise<Resolved> {
-    const origin = publicOrigin(this.cfg, this.entry.public_host);
-    if (!origin) throw new Error("http.public_host (or the entry's public_host) is not set");
-    const fn = callbackFunction(this.cfg, this.entry.callback_function);
-    if (!fn) {
-      throw new Error("no callback function (callback_function or http.functions.sso_callback)");
-    }
+    const { origin, fn } = entryBasics(this.cfg, this.entry);
     if (!this.entry.idp_metadata_url) throw new Error("idp_metadata_url is not set");
     const keys = await spKeys(
       this.entry.certificate_path ?? this.cfg.saml.certificate_path ?? "",
