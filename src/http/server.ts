@@ -56,6 +56,9 @@ export interface AppDeps {
   sso?: Sso;
 }
 
+/** The gate of requests that a reload never holds (health checks). */
+const UNGATED = { signal: new AbortController().signal, leave: () => {} };
+
 /** Builds the Hono application. */
 export function createApp(deps: AppDeps): Hono<Env> {
   const { cfg, db, runtime, sessions } = deps;
@@ -81,7 +84,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
     const rid = requestId(c.req.header("x-request-id"));
     c.set("requestId", rid);
     c.set("kind", pathKind(c.req.method, c.req.path));
-    const gate = await runtime.enter();
+    // Health is never held by a reload or a drain (an orchestrator must always get its answer).
+    const gate = c.req.path.startsWith("/svc/health") ? UNGATED : await runtime.enter();
     c.set("anonymous", true);
     c.set("setCookie", null);
     try {
