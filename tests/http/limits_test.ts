@@ -219,3 +219,27 @@ Deno.test("405 on /svc carries Allow; invalid UTF-8 is 400 QUERY_INVALID", async
     assert.match((await bad.json()).message, /UTF-8/);
   });
 });
+
+Deno.test("clients that disconnect mid-request never leak pooled connections", async () => {
+  await withServer(["--pg.pool_size=2", "--pg.pool_timeout=2"], async (s) => {
+    // Aborts land before, during and after the pipelined begin/role/query/commit.
+    for (let round = 0; round < 3; round++) {
+      await Promise.all(Array.from({ length: 200 }, (_, i) => {
+        const ac = new AbortController();
+        setTimeout(() => ac.abort(), i % 23);
+        return fetch(`${s.url}/svc`, {
+          method: "POST",
+          headers: json,
+          body: JSON.stringify({ relation: "track", where: ["=", "track_id", 1 + i] }),
+          signal: ac.signal,
+        }).then((r) => r.body?.cancel(), () => {});
+      }));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    const ready = await (await s.get("/svc/health/ready")).json();
+    assert.equal(ready.pool.in_use, 0, JSON.stringify(ready.pool));
+    const ok = await s.post("/svc", { relation: "genre", limit: 1 });
+    assert.equal(ok.status, 200);
+    await ok.body?.cancel();
+  });
+});
