@@ -84,7 +84,11 @@ export async function applyPatches(patchDir: string, nodeModules: string): Promi
       const before = await Deno.readTextFile(file);
       const after = applyHunks(before, hunks, `${e.name} ${path}`);
       if (after !== before) {
-        await Deno.writeTextFile(file, after);
+        // A new file, renamed over the old one: Deno hard-links node_modules to its global npm
+        // cache, so writing in place would patch the cache (and every other install) too.
+        const tmp = `${file}.svc-patch-tmp`;
+        await Deno.writeTextFile(tmp, after);
+        await Deno.rename(tmp, file);
         done.push(`patched ${name}@${version} ${path}`);
       }
     }
