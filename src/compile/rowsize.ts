@@ -19,8 +19,10 @@ export function capRowSize(stmt: Statement, maxBytes: number): Statement {
   const size = `octet_length("svc_r"."j"::text)`;
   return {
     ...stmt,
+    // `OFFSET 0` fences the subquery: pulled up, its "j" would be built once per reference.
     sql: `SELECT CASE WHEN ${size} <= ${n} THEN "svc_r"."j" ` +
-      `ELSE (('${MARKER}' || ${size})::int)::text::json END AS "j" FROM (${stmt.sql}) AS "svc_r"`,
+      `ELSE (('${MARKER}' || ${size})::int)::text::json END AS "j" ` +
+      `FROM (SELECT * FROM (${stmt.sql}) AS "svc_q" OFFSET 0) AS "svc_r"`,
   };
 }
 
