@@ -17,7 +17,8 @@ export interface KeySpec {
   doc: string;
 }
 
-const csp = [
+/** The individual `http.csp.<directive>` keys (besides default_src and policy). */
+export const CSP_DIRECTIVES: readonly string[] = [
   "script_src",
   "style_src",
   "img_src",
@@ -283,7 +284,7 @@ export const KEYS: KeySpec[] = [
     default: "'self'",
     doc: "Baseline CSP directive.",
   },
-  ...csp.map((d): KeySpec => ({
+  ...CSP_DIRECTIVES.map((d): KeySpec => ({
     key: `http.csp.${d}`,
     kind: "string",
     doc: `CSP ${d.replace("_", "-")} (default: default_src).`,

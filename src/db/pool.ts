@@ -34,7 +34,7 @@ export interface RequestRole {
  * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
  * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
  */
-export function prelude(
+function prelude(
   conn: postgres.ReservedSql,
   who: RequestRole,
   statementTimeout: number,
@@ -59,7 +59,7 @@ const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claim
  * once the query settles, so a long request's signal does not keep every finished query (and its
  * rows) alive. Starts the query (postgres.js queries are lazy): call it in protocol order.
  */
-export function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
+function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
   q: Q,
   signal?: AbortSignal,
 ): Q {
@@ -305,10 +305,20 @@ export class Database {
       );
       const commit = conn.unsafe(end).execute();
       const settled = await Promise.allSettled([started, ...qs, commit]);
-      const rejected = settled.filter((x) => x.status === "rejected") as PromiseRejectedResult[];
-      const failed = rejected.find((x) => (x.reason as { code?: string }).code !== "25P02") ??
-        rejected[0];
-      if (failed) throw failed.reason;
+      // The first failure that is not a 25P02 follow-up; `statementIndex` says which statement
+      // (-1: the prelude or the commit), for callers that map a statement's failure.
+      const isRoot = (x: PromiseSettledResult<unknown>) =>
+        x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02";
+      let at = settled.findIndex(isRoot);
+      if (at < 0) at = settled.findIndex((x) => x.status === "rejected");
+      if (at >= 0) {
+        const reason = (settled[at] as PromiseRejectedResult).reason;
+        if (reason !== null && typeof reason === "object") {
+          (reason as { statementIndex?: number }).statementIndex =
+            at >= 1 && at <= statements.length ? at - 1 : -1;
+        }
+        throw reason;
+      }
       ok = true;
       return settled.slice(1, -1).map((x) => (x as PromiseFulfilledResult<Row[]>).value);
     } finally {

@@ -4,18 +4,9 @@
  * `resp.csp`, with a fresh per-response nonce added to `script-src` and `style-src`.
  */
 import { encodeBase64 } from "./base64.ts";
+import { CSP_DIRECTIVES } from "../config/keys.ts";
 
-const DIRECTIVES = [
-  "script_src",
-  "style_src",
-  "img_src",
-  "font_src",
-  "connect_src",
-  "object_src",
-  "frame_ancestors",
-  "base_uri",
-  "form_action",
-];
+const DIRECTIVES = CSP_DIRECTIVES;
 
 /** A fresh random nonce (128 bits, base64). */
 export function newNonce(): string {

@@ -67,7 +67,7 @@ interface Check {
 }
 
 /** Plan nodes in select order (a node before its joins). */
-function preorder(plan: WritePlan): PlanNode[] {
+export function preorder(plan: WritePlan): PlanNode[] {
   const out: PlanNode[] = [];
   const visit = (n: PlanNode) => {
     out.push(n);

@@ -8,7 +8,7 @@ import type { Row, Tx } from "../db/tx.ts";
 import { invalid, SvcError } from "../errors.ts";
 import type { PlanNode, RowsStep, WritePlan, WriteStep } from "./plan.ts";
 import { flagName } from "./statements.ts";
-import { compileCteWrite, type CteWrite } from "./cte.ts";
+import { compileCteWrite, type CteWrite, preorder } from "./cte.ts";
 import { fromText, type JsonValue, keyText } from "./values.ts";
 
 /** Counts of one written relation (ComplexResult `stats`). */
@@ -302,15 +302,4 @@ function buildInput(
     input.push(o);
   }
   return { input, aliases };
-}
-
-/** Plan nodes in select order (a node before its joins). */
-function preorder(plan: WritePlan): PlanNode[] {
-  const out: PlanNode[] = [];
-  const visit = (n: PlanNode) => {
-    out.push(n);
-    for (const id of n.children) visit(plan.nodes[id]);
-  };
-  visit(plan.root);
-  return out;
 }

@@ -6,8 +6,7 @@
  * evaluated), so nothing after a terminating middleware runs.
  */
 import { SvcError } from "../../errors.ts";
-import type postgres from "postgres";
-import { cancellable, type Database, prelude, type RequestRole } from "../../db/pool.ts";
+import type { Database, RequestRole } from "../../db/pool.ts";
 import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
 import type { Route } from "./declare.ts";
 
@@ -180,42 +179,22 @@ export async function runChain(
       ? [plan.middleware.length ? guarded(plan.route.statement) : plan.route.statement]
       : []),
   ];
-  const lease = await db.acquire(who.signal);
-  const conn = lease.conn;
-  let ok = false;
+  let rows: Record<string, unknown>[][];
   try {
-    const started = prelude(conn, who, db.statementTimeout);
-    const qs = statements.map((s) =>
-      cancellable(
-        conn.unsafe(s.sql, s.params as postgres.ParameterOrJSON<never>[], { prepare: true }),
-        who.signal,
-      ).execute() as unknown as Promise<Record<string, string | null>[]>
-    );
-    const commit = conn.unsafe("commit").execute();
-    const settled = await Promise.allSettled([started, ...qs]);
-    const failed = settled.findIndex((x) =>
-      x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02"
-    );
-    if (failed >= 0) {
-      const reason = (settled[failed] as PromiseRejectedResult).reason;
-      if (failed > 0 && isDenied(reason)) {
-        const i = failed - 1;
-        const r = i < plan.middleware.length ? plan.middleware[i].route : plan.route!.route;
-        throw jwtNotAllowed(r.id);
-      }
-      throw reason;
+    rows = await db.pipeline(who, statements);
+  } catch (e) {
+    const i = (e as { statementIndex?: number } | null)?.statementIndex ?? -1;
+    if (i >= 0 && isDenied(e)) {
+      const r = i < plan.middleware.length ? plan.middleware[i].route : plan.route!.route;
+      throw jwtNotAllowed(r.id);
     }
-    const rows = settled.slice(1).map((x) =>
-      (x as PromiseFulfilledResult<Record<string, string | null>[]>).value[0]
-    );
-    const result = interpret(plan, rows.map((r) => (r ? Object.values(r)[0] ?? null : null)));
-    await commit;
-    ok = true;
-    return result;
-  } finally {
-    if (!ok) await conn.unsafe("rollback").catch(() => {});
-    lease.release();
+    throw e;
   }
+  const texts = rows.map((r) => {
+    const row = r[0] as Record<string, string | null> | undefined;
+    return row ? Object.values(row)[0] ?? null : null;
+  });
+  return interpret(plan, texts);
 }
 
 function interpret(plan: ChainPlan, texts: (string | null)[]): ChainResult {
