@@ -1,112 +1,50 @@
 /**
  * svc entry point: load configuration, start serving, load the schema (retrying until the
  * database answers), reload on SIGUSR1, shut down gracefully on SIGTERM/SIGINT.
+ *
+ * With `http.workers` > 1 this thread supervises (src/workers/supervisor.ts) and the same module
+ * runs in every worker thread (src/workers/worker.ts), so a compiled binary carries its workers.
  */
-import { type Config, ConfigError, connectionString, loadConfigAsync } from "./src/config/load.ts";
-import { configureLogging, log } from "./src/log.ts";
-import { loadSecret, SecretError } from "./src/auth/secret.ts";
-import { Sessions } from "./src/auth/session.ts";
-import { Database } from "./src/db/pool.ts";
-import { HealthProbe } from "./src/db/health.ts";
-import { Runtime } from "./src/runtime.ts";
-import { createApp } from "./src/http/server.ts";
-import { installProcessGuard } from "./src/guard.ts";
+import { type Config, ConfigError, loadConfigAsync, workerCount } from "./src/config/load.ts";
+import { SecretError } from "./src/auth/secret.ts";
 import { runAction } from "./src/cli.ts";
-import { announce, setupAnonymousRole } from "./src/startup.ts";
-import { ignoredEnv } from "./src/config/env.ts";
-import { createSso } from "./src/sso/mod.ts";
-import { surfaceHooks } from "./src/http/hooks.ts";
-import { serveMetrics } from "./src/http/metrics.ts";
+import { setupAnonymousRole } from "./src/startup.ts";
+import { start } from "./src/serve.ts";
+import { supervise } from "./src/workers/supervisor.ts";
+import { inWorker, runWorker } from "./src/workers/worker.ts";
+import { log } from "./src/log.ts";
+import { holdSignalInspectorPort, reusePortAllowed } from "./src/inspector_guard.ts";
 
-/** A running server. */
-export interface Server {
-  cfg: Config;
-  port: number;
-  runtime: Runtime;
-  /** Resolves when the first successful load is done. */
-  ready: Promise<void>;
-  /** Graceful shutdown: stop accepting, drain, close the pool. */
+export { type Server, start } from "./src/serve.ts";
+
+/** What main needs of a running svc (one process or a supervisor of workers). */
+interface Running {
+  reload(): Promise<boolean>;
   shutdown(): Promise<void>;
 }
 
-/** Starts svc with a loaded configuration. */
-export async function start(cfg: Config): Promise<Server> {
-  configureLogging(cfg.logging);
-  installProcessGuard();
-  const secret = await loadSecret({ secret: cfg.jwt.secret, secretsDir: cfg.secrets.dir });
-  const sessions = new Sessions({
-    secret,
-    algorithm: cfg.jwt.algorithm,
-    maxAge: cfg.jwt.max_age,
-    renewAfter: cfg.jwt.renew_after,
-    maxSessionAge: cfg.jwt.max_session_age,
-    cookieName: cfg.jwt.cookie_name,
-    sameSite: cfg.jwt.same_site,
-  });
-  const db = new Database(connectionString(cfg), {
-    size: cfg.pg.pool_size,
-    poolTimeout: cfg.pg.pool_timeout,
-    connectTimeout: cfg.pg.connect_timeout,
-    statementTimeout: cfg.pg.query.statement_timeout,
-  });
-  const health = new HealthProbe(connectionString(cfg));
-  const runtime = new Runtime(cfg);
-  const routeHooks = surfaceHooks(cfg, runtime);
-  const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
-  const app = createApp({ cfg, db, runtime, sessions, health, sso, routeHooks });
-  const server = Deno.serve({
-    hostname: cfg.http.host,
-    port: cfg.http.port,
-    onListen: () => {},
-  }, app.fetch);
-  const port = (server.addr as Deno.NetAddr).port;
-  log.info("listening on {host}:{port}", { host: cfg.http.host, port });
-  announce(cfg, port);
-  for (const name of ignoredEnv(Deno.env.toObject())) {
-    log.debug("environment variable {name} is not configuration (no __): ignored", { name });
+async function launch(cfg: Config): Promise<Running> {
+  const workers = workerCount(cfg);
+  if (cfg.http.workers !== undefined && workers < cfg.http.workers) {
+    console.error(
+      `svc: http.workers=${cfg.http.workers} exceeds pg.pool_size=${cfg.pg.pool_size}: ` +
+        `running ${workers} workers`,
+    );
   }
-  void sso.start();
-  if (cfg.http.playground.enable) {
-    log.info("query playground: http://{host}:{port}/svc/playground", {
-      host: cfg.http.host === "0.0.0.0" ? "localhost" : cfg.http.host,
-      port,
-    });
+  // SO_REUSEPORT needs --unstable-net (set in deno.json and the compiled binary; a bundle run by
+  // hand may lack it): then serve with one worker rather than not at all.
+  if (workers > 1 && !reusePortAllowed()) {
+    console.error(`svc: ${workers} workers need --unstable-net (SO_REUSEPORT); running 1 worker`);
   }
-  const metricsServer = cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
-    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
-    : null;
-
-  let stopping = false;
-  const ready = (async () => {
-    let delay = 250;
-    while (!stopping) {
-      if (await runtime.reload("startup")) return;
-      log.warn("database not ready; retrying in {ms} ms", { ms: delay });
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 5000);
-    }
-  })();
-
-  const shutdown = async () => {
-    if (stopping) return;
-    stopping = true;
-    log.info("shutting down");
-    const drained = server.shutdown();
-    await metricsServer?.shutdown();
-    await runtime.drain(cfg.reload.drain_timeout);
-    log.debug("shutdown: in-flight requests drained");
-    // Requests were cancelled by the drain; never let one that ignores it keep the process up.
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([drained, new Promise((r) => (timer = setTimeout(r, 5000)))]);
-    clearTimeout(timer);
-    log.debug("shutdown: listener closed");
-    await Promise.all([db.close(), health.close()]);
-    log.debug("shutdown: pool closed");
-  };
-  return { cfg, port, runtime, ready, shutdown };
+  if (workers === 1 || !reusePortAllowed()) {
+    const server = await start(cfg);
+    return { reload: () => server.runtime.reload("signal"), shutdown: () => server.shutdown() };
+  }
+  const sup = await supervise(cfg, workers, import.meta.url);
+  return { reload: () => sup.reload("signal"), shutdown: () => sup.shutdown() };
 }
 
-if (import.meta.main) {
+async function main(): Promise<void> {
   if (runAction(Deno.args, setupAnonymousRole)) Deno.exit(0);
   let cfg: Config;
   try {
@@ -118,9 +56,9 @@ if (import.meta.main) {
     }
     throw e;
   }
-  let server: Server;
+  let running: Running;
   try {
-    server = await start(cfg);
+    running = await launch(cfg);
   } catch (e) {
     if (e instanceof SecretError || e instanceof ConfigError) {
       console.error(`svc: configuration error: ${e.message}`);
@@ -136,11 +74,19 @@ if (import.meta.main) {
     }
     throw e;
   }
-  Deno.addSignalListener("SIGUSR1", () => void server.runtime.reload("signal"));
+  // SIGUSR1 reloads; it must not also open Deno's inspector (src/inspector_guard.ts).
+  holdSignalInspectorPort();
+  Deno.addSignalListener("SIGUSR1", () => void running.reload());
   for (const sig of ["SIGTERM", "SIGINT"] as const) {
     Deno.addSignalListener(sig, async () => {
-      await server.shutdown();
+      await running.shutdown();
+      log.debug("exiting");
       Deno.exit(0);
     });
   }
+}
+
+if (import.meta.main) {
+  if (inWorker()) runWorker();
+  else await main();
 }

@@ -24,13 +24,8 @@ export function holdSignalInspectorPort(): Deno.Listener | null {
   let listener: Deno.Listener;
   try {
     const addr = { hostname: "127.0.0.1", port: SIGNAL_INSPECTOR_PORT };
-    try {
-      listener = Deno.listen({ ...addr, reusePort: true });
-    } catch (e) {
-      // Without --unstable-net (a bundle run by hand): hold it alone.
-      if (!(e instanceof Error) || !e.message.includes("--unstable-net")) throw e;
-      listener = Deno.listen(addr);
-    }
+    // Without --unstable-net (a bundle run by hand) it is held alone.
+    listener = Deno.listen(reusePortAllowed() ? { ...addr, reusePort: true } : addr);
   } catch (e) {
     log.debug("127.0.0.1:{port} is taken ({error}): SIGUSR1 cannot open an inspector there", {
       port: SIGNAL_INSPECTOR_PORT,
@@ -44,4 +39,12 @@ export function holdSignalInspectorPort(): Deno.Listener | null {
     } catch { /* closed */ }
   })();
   return listener;
+}
+
+/**
+ * Whether SO_REUSEPORT may be asked for: Deno gates it behind `--unstable-net` and exits the
+ * process (not an exception) when it is asked for without; the flag's other APIs tell.
+ */
+export function reusePortAllowed(): boolean {
+  return typeof (Deno as unknown as Record<string, unknown>).listenDatagram === "function";
 }

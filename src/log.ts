@@ -37,15 +37,21 @@ export function attributeFilter(
   };
 }
 
-/** Configures logging from the `logging` section (idempotent). */
-export function configureLogging(cfg: Config["logging"]): void {
+/**
+ * Configures logging from the `logging` section (idempotent). `context` is added to every record
+ * (a worker adds `{worker: n}` so the lines of one process can be told apart).
+ */
+export function configureLogging(
+  cfg: Config["logging"],
+  context?: Record<string, unknown>,
+): void {
   resetSync();
+  const base = cfg.handler === "json" ? jsonLinesFormatter : prettyFormatter;
+  const formatter = context
+    ? (r: LogRecord) => base({ ...r, properties: { ...r.properties, ...context } })
+    : base;
   configureSync({
-    sinks: {
-      console: getConsoleSink({
-        formatter: cfg.handler === "json" ? jsonLinesFormatter : prettyFormatter,
-      }),
-    },
+    sinks: { console: getConsoleSink({ formatter }) },
     filters: { attrs: attributeFilter(cfg.filter, cfg.exclude) },
     loggers: [
       {

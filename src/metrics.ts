@@ -105,14 +105,20 @@ export function observeDbError(code: unknown): void {
   if (/^[0-9A-Z]{5}$/.test(state)) metrics.dbErrors.inc({ class: state.slice(0, 2) });
 }
 
+/**
+ * A scrape-time gauge. `aggregator` says how a multi-worker svc merges the workers' values
+ * (src/workers/supervisor.ts): sum for per-worker quantities, max for process-wide ones.
+ */
 function gauge(
   name: string,
   help: string,
   read: (s: MetricSources) => number | undefined,
+  aggregator: "sum" | "max" | "average" = "sum",
 ): void {
   new client.Gauge({
     name,
     help,
+    aggregator,
     registers: [registry],
     collect() {
       const v = sources ? read(sources) : undefined;
@@ -128,11 +134,13 @@ gauge(
   "svc_wellknown_active",
   "Well-known queries active after the last load.",
   (s) => s.wellknown()?.active,
+  "max",
 );
 gauge(
   "svc_wellknown_deactivated",
   "Well-known queries deactivated by the last load.",
   (s) => s.wellknown()?.deactivated,
+  "max",
 );
 gauge(
   "svc_token_cache_hits",
@@ -147,13 +155,18 @@ gauge(
 gauge("svc_token_cache_hit_ratio", "Verified-token cache hits / lookups (0 before any).", (s) => {
   const { hits, misses } = s.tokenCache();
   return hits + misses ? hits / (hits + misses) : 0;
-});
+}, "average");
 gauge(
   "svc_uncaught_errors",
   "Uncaught errors and unhandled rejections absorbed by the process guard.",
   (s) => s.uncaught(),
 );
-gauge("svc_process_resident_memory_bytes", "Resident set size.", () => Deno.memoryUsage().rss);
+gauge(
+  "svc_process_resident_memory_bytes",
+  "Resident set size (of the whole process, workers included).",
+  () => Deno.memoryUsage().rss,
+  "max",
+);
 
 /** The Prometheus text exposition of every svc metric. */
 export function metricsText(): Promise<string> {

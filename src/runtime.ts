@@ -35,6 +35,9 @@ export class Runtime {
   #idle: (() => void) | null = null;
   #reloading: Promise<boolean> | null = null;
   hooks: ReloadHook[] = [];
+  #markLoaded!: () => void;
+  /** Resolves when a state is first in place. */
+  readonly loaded: Promise<void> = new Promise((r) => (this.#markLoaded = r));
 
   /** Creates the runtime for a configuration. */
   constructor(readonly cfg: Config) {}
@@ -83,44 +86,82 @@ export class Runtime {
     return this.#reloading;
   }
 
+  /**
+   * Holds new requests and drains in-flight ones (cancelling them after `reload.drain_timeout`).
+   * Returns once no request is in flight; {@link release} lets held requests go on. With several
+   * workers the supervisor holds every worker this way before it runs `reload.cmd` once.
+   */
+  async hold(): Promise<void> {
+    if (!this.#hold) this.#hold = new Promise((r) => (this.#release = r));
+    await this.drain(this.cfg.reload.drain_timeout);
+  }
+
+  /** Ends a {@link hold}, swapping in `state` first when given. */
+  release(state?: AppState): void {
+    if (state) {
+      this.state = state;
+      this.#markLoaded();
+    }
+    this.#hold = null;
+    this.#release?.();
+    this.#release = null;
+  }
+
+  #release: (() => void) | null = null;
+
   async #doReload(reason: "startup" | "signal"): Promise<boolean> {
     const t0 = performance.now();
-    let release!: () => void;
-    this.#hold = new Promise((r) => (release = r));
+    let next: AppState | undefined;
     try {
-      await this.drain(this.cfg.reload.drain_timeout);
-      if (this.cfg.reload.cmd) {
-        await runReloadCmd(this.cfg.reload.cmd, reason, this.cfg.reload.timeout);
-      }
-      const state = await buildState(this.cfg);
-      for (const hook of this.hooks) await hook(state);
-      this.state = state;
-      metrics.reloads.inc({ reason, outcome: "ok" });
-      metrics.reloadDuration.observe((performance.now() - t0) / 1000);
-      log.info(
-        "{reason} reload done in {ms} ms: {relations} relations, {wellknown} well-known queries",
-        {
-          reason,
-          ms: Math.round(performance.now() - t0),
-          relations: state.schema.relations.size,
-          wellknown: state.wellknown.list().length,
-          introspection_ms: Math.round(state.schema.durationMs),
-        },
-      );
+      await this.hold();
+      next = await reloadState(this.cfg, reason, this.hooks);
+      recordReload(reason, next, t0);
       return true;
     } catch (e) {
-      metrics.reloads.inc({ reason, outcome: "failed" });
-      metrics.reloadDuration.observe((performance.now() - t0) / 1000);
-      log.error("{reason} reload failed, keeping the previous state: {error}", {
-        reason,
-        error: (e as Error).message,
-      });
+      recordReloadFailure(reason, e, t0);
       return false;
     } finally {
-      this.#hold = null;
-      release();
+      this.release(next);
     }
   }
+}
+
+/** Runs `reload.cmd` (when set), builds a fresh state and runs the reload hooks on it. */
+export async function reloadState(
+  cfg: Config,
+  reason: "startup" | "signal",
+  hooks: ReloadHook[],
+): Promise<AppState> {
+  if (cfg.reload.cmd) await runReloadCmd(cfg.reload.cmd, reason, cfg.reload.timeout);
+  const state = await buildState(cfg);
+  for (const hook of hooks) await hook(state);
+  return state;
+}
+
+/** Counts and logs a successful reload that started at `t0` (performance.now()). */
+export function recordReload(reason: string, state: AppState, t0: number): void {
+  metrics.reloads.inc({ reason, outcome: "ok" });
+  metrics.reloadDuration.observe((performance.now() - t0) / 1000);
+  log.info(
+    "{reason} reload done in {ms} ms: {relations} relations, {wellknown} well-known queries",
+    {
+      reason,
+      ms: Math.round(performance.now() - t0),
+      relations: state.schema.relations.size,
+      wellknown: state.wellknown.list().length,
+      introspection_ms: Math.round(state.schema.durationMs),
+    },
+  );
+}
+
+/** Counts and logs a failed reload (the previous state is kept). */
+export function recordReloadFailure(reason: string, e: unknown, t0: number): void {
+  metrics.reloads.inc({ reason, outcome: "failed" });
+  metrics.reloadDuration.observe((performance.now() - t0) / 1000);
+  log.error("{reason} reload failed, keeping the previous state: {error}", {
+    reason,
+    error: (e as Error).message,
+  });
 }
 
 /** Builds a fresh state: introspection, then well-known queries compiled against it. */

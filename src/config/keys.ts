@@ -70,7 +70,12 @@ export const KEYS: KeySpec[] = [
     doc: "Connecting user; must be a member of every role a JWT may carry.",
   },
   { key: "pg.password", kind: "string", doc: "Password of pg.user." },
-  { key: "pg.pool_size", kind: "int", default: 10, doc: "Max pooled connections for requests." },
+  {
+    key: "pg.pool_size",
+    kind: "int",
+    default: 10,
+    doc: "Max pooled connections for requests, the total across http.workers.",
+  },
   {
     key: "pg.pool_timeout",
     kind: "number",
@@ -163,6 +168,12 @@ export const KEYS: KeySpec[] = [
     doc: "Listen address (all interfaces by default).",
   },
   { key: "http.port", kind: "int", default: 8080, doc: "Listen port." },
+  {
+    key: "http.workers",
+    kind: "int",
+    doc:
+      "Worker threads serving HTTP on the one port (SO_REUSEPORT), each with its share of pg.pool_size (default: the cores the process may use; 1 in dev).",
+  },
   {
     key: "http.public_host",
     kind: "string",

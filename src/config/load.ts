@@ -83,6 +83,8 @@ export interface Config {
   http: {
     host: string;
     port: number;
+    /** Unset: one per usable core (1 in dev); see {@link workerCount}. */
+    workers?: number;
     public_host?: string;
     public_scheme?: "http" | "https";
     cookies_max_age: number;
@@ -368,6 +370,19 @@ function build(flat: Flat): Config {
     if (!o.issuer) throw new ConfigError(`openid.${name}.issuer is required`);
   }
   return cfg;
+}
+
+/**
+ * How many HTTP workers to run: `http.workers`, else one per core the process may use
+ * (`navigator.hardwareConcurrency`, which follows CPU affinity), 1 in dev mode; never more than
+ * `pg.pool_size` (each worker needs a connection of its own). Throws ConfigError below 1.
+ */
+export function workerCount(cfg: Config): number {
+  const asked = cfg.http.workers ?? (cfg.dev ? 1 : navigator.hardwareConcurrency || 1);
+  if (!Number.isInteger(asked) || asked < 1) {
+    throw new ConfigError(`invalid value for "http.workers": expected at least 1, got ${asked}`);
+  }
+  return Math.max(1, Math.min(asked, cfg.pg.pool_size));
 }
 
 /** The connection string to use: pg.uri, or one built from the granular fields. */

@@ -86,6 +86,13 @@ export interface RequestTx extends Tx {
   send(sql: string): void;
 }
 
+/** Figures of a request pool (health, metrics). */
+export interface PoolStats {
+  size: number;
+  in_use: number;
+  waiting: number;
+}
+
 /** Pool limits (DECISIONS.md §8). */
 export interface PoolOptions {
   /** Connections for requests (`pg.pool_size`). */
@@ -141,7 +148,7 @@ export class Database {
   }
 
   /** Pool figures for health and metrics. */
-  stats(): { size: number; in_use: number; waiting: number } {
+  stats(): PoolStats {
     return {
       size: this.#clients.length,
       in_use: this.#clients.length - this.#free.length,

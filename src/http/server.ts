@@ -6,7 +6,7 @@
 import { type Context, Hono } from "hono";
 import type { HealthProbe } from "../db/health.ts";
 import type { Config } from "../config/load.ts";
-import type { Database, RequestRole } from "../db/pool.ts";
+import type { Database, PoolStats, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
 import { SvcError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
@@ -54,6 +54,18 @@ export interface AppDeps {
   routeHooks?: RouteHooks;
   /** Single sign-on endpoints under /auth/ (src/sso/mod.ts). */
   sso?: Sso;
+  /** Set when this app is one worker of several: health and metrics cover every worker. */
+  cluster?: Cluster;
+}
+
+/** What a worker asks its supervisor for (src/workers/). */
+export interface Cluster {
+  /** Number of workers. */
+  count: number;
+  /** Pool figures summed over every worker. */
+  poolStats(): Promise<PoolStats>;
+  /** The Prometheus text of every worker and the supervisor, aggregated. */
+  metricsText(): Promise<string>;
 }
 
 /** The gate of requests that a reload never holds (health checks). */
@@ -176,8 +188,15 @@ export function createApp(deps: AppDeps): Hono<Env> {
   app.get("/svc/health/live", (c) => c.json({ status: "ok" }));
   const ready = async (c: Context<Env>) => {
     const ok = runtime.state !== null && await deps.health.ready();
+    const cluster = deps.cluster;
+    const pool = cluster ? await cluster.poolStats() : db.stats();
     return c.json(
-      { status: ok ? "ok" : "unavailable", loaded: runtime.state !== null, pool: db.stats() },
+      {
+        status: ok ? "ok" : "unavailable",
+        loaded: runtime.state !== null,
+        pool,
+        ...(cluster ? { workers: cluster.count } : {}),
+      },
       ok ? 200 : 503,
     );
   };
@@ -214,7 +233,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
       return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, c.req.header("if-none-match"));
     });
   }
-  if (cfg.typescript.helper_path) {
+  // With workers the supervisor writes the helper once per load.
+  if (cfg.typescript.helper_path && !deps.cluster) {
     runtime.hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
   }
 
@@ -238,7 +258,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
     return out.response;
   });
   if (cfg.http.metrics.enable && cfg.http.metrics.port === undefined) {
-    app.get("/svc/metrics", () => metricsResponse());
+    app.get("/svc/metrics", () => metricsResponse(deps.cluster?.metricsText));
   }
   if (cfg.http.playground.enable) {
     app.get("/svc/playground", () => playgroundResponse());

@@ -11,7 +11,8 @@ import type { RequestRole } from "../db/pool.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { loadOrCreateSpKeys, type SpKeyPair } from "./certs.ts";
 import { entryBasics, Lazy, refuse } from "./common.ts";
-import { hasDtd, ReplayCache, SamlInvalid, verifyResponse } from "./saml_verify.ts";
+import { hasDtd, SamlInvalid, verifyResponse } from "./saml_verify.ts";
+import { claimOnce } from "../util/once.ts";
 import { decodeQuery, type StateCookies } from "./state.ts";
 
 samlify.setSchemaValidator(xmllint);
@@ -85,7 +86,6 @@ async function readForm(req: Request): Promise<URLSearchParams> {
 /** One `saml.<name>` entry. */
 export class SamlEntry {
   readonly lazy: Lazy<Resolved>;
-  readonly #replay = new ReplayCache();
 
   /** Creates the entry; call `lazy.start()` to resolve it. */
   constructor(
@@ -223,7 +223,7 @@ export class SamlEntry {
     } catch (e) {
       throw invalid(e);
     }
-    if (!this.#replay.remember(identity.assertionId, identity.expiresAt)) {
+    if (!await claimOnce(`saml:${this.name}`, identity.assertionId, identity.expiresAt)) {
       throw invalid(new SamlInvalid("the assertion was already used (replay)"));
     }
     const relay = form.get("RelayState");

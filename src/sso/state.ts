@@ -7,13 +7,12 @@
 import { base64url, jwtVerify, SignJWT } from "jose";
 import { SvcError } from "../errors.ts";
 import { cookieValues } from "../auth/session.ts";
+import { claimOnce } from "../util/once.ts";
 
 /** Name of the state cookie. */
 export const STATE_COOKIE = "svc_sso";
 /** Lifetime of a login's state, seconds. */
 export const STATE_TTL = 600;
-/** Consumed states remembered at most (until their expiry). */
-const MAX_USED = 100_000;
 
 /** What a login leaves for its callback. */
 export interface SsoState {
@@ -36,7 +35,6 @@ export interface SsoState {
 /** Signs and checks state cookies; remembers consumed ones until they expire. */
 export class StateCookies {
   readonly #key: Promise<CryptoKey>;
-  readonly #used = new Map<string, number>();
 
   /** `secret` is the session secret; the cookie key is derived from it (HKDF, own label). */
   constructor(secret: Uint8Array) {
@@ -106,18 +104,10 @@ export class StateCookies {
       throw new SvcError("SSO_BAD_STATE", "the login state belongs to another provider");
     }
     const jti = String(payload.jti);
-    const now = Math.floor(Date.now() / 1000);
-    // Oldest first (every state lives STATE_TTL): stop at the first one still valid.
-    for (const [k, exp] of this.#used) {
-      if (exp > now) break;
-      this.#used.delete(k);
-    }
-    if (this.#used.has(jti)) {
+    // Consumed once across every worker of the process (src/util/once.ts).
+    if (!await claimOnce("sso-state", jti, Number(payload.exp) * 1000)) {
       throw new SvcError("SSO_BAD_STATE", "this login state was already used");
     }
-    // Bounded: past the limit the oldest consumed states are forgotten (they expire soon anyway).
-    while (this.#used.size >= MAX_USED) this.#used.delete(this.#used.keys().next().value!);
-    this.#used.set(jti, Number(payload.exp));
     return payload as unknown as SsoState;
   }
 }

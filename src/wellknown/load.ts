@@ -85,6 +85,11 @@ export class Registry {
       .map((q) => ({ name: q.name, params: q.params }));
   }
 
+  /** Every registered query (to hand the registry to another worker). */
+  queries(): WellKnown[] {
+    return [...this.#queries.values()];
+  }
+
   /** Number of registered queries. */
   get size(): number {
     return this.#queries.size;

@@ -27,9 +27,11 @@ function acceptable(code: string, message: string): boolean {
   // 42601 is also raised by input functions (tsvector…) for bad values; SQL text errors say "at".
   if (code === "42601") return !/^syntax error at|delimited identifier|unterminated/.test(message);
   return code.startsWith("22") || // data exceptions: bad input text, division by zero, overflow…
-    ["42883", "42804", "42846", "21000", "57014", "42725"].includes(code);
+    ["42883", "42804", "42846", "21000", "57014", "42725"].includes(code) ||
+    (code === "42704" && /text search configuration .* does not exist/.test(message));
   // 42883/42804/42846/42725: operand types that do not fit the operator (the caller's mistake);
-  // 21000: a set-returning computed field compared as a scalar; 57014: statement timeout.
+  // 21000: a set-returning computed field compared as a scalar; 57014: statement timeout;
+  // 42704: an fts configuration taken from a column value (checked only when it is a literal).
 }
 
 // ---------------------------------------------------------------------------------------------

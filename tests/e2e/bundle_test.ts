@@ -23,7 +23,9 @@ Deno.test("main.ts bundles into one file that serves", async () => {
     args: [
       "run",
       "-A",
+      "--unstable-net", // SO_REUSEPORT for the workers (deno.json sets it for the repository)
       out,
+      "--http.workers=2", // main.ts is its own worker module: the bundle carries the workers
       `--pg.uri=${uri}`,
       "--http.host=127.0.0.1",
       `--http.port=${port}`,
@@ -46,6 +48,8 @@ Deno.test("main.ts bundles into one file that serves", async () => {
       if (!ok) await new Promise((r) => setTimeout(r, 50));
     }
     assert.ok(ok, "the bundled server answers a query");
+    const health = await (await fetch(`http://127.0.0.1:${port}/svc/health`)).json();
+    assert.equal(health.workers, 2, "served by two workers from the one bundled file");
   } finally {
     child.kill("SIGTERM");
     await child.status;

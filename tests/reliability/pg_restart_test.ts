@@ -17,12 +17,13 @@ Deno.test({
   async fn() {
     const cluster = await testCluster();
     const uri = await chinookDb();
-    // Two connections: a small pool made a request hang for ever when a reserved connection's
-    // socket errored and more of its queries were sent before the close event (fixed in
-    // patches/postgres@3.4.9.patch).
+    // Two workers with two connections each: small per-worker pools made a request hang for ever
+    // when a reserved connection's socket errored and more of its queries were sent before the
+    // close event (fixed in patches/postgres@3.4.9.patch).
     const svc = await spawnSvc([
       `--pg.uri=${uri}`,
-      "--pg.pool_size=2",
+      "--pg.pool_size=4",
+      "--http.workers=2",
       "--logging.level=error",
     ]);
     let exited: Deno.CommandStatus | null = null;
