@@ -11,12 +11,16 @@
  *
  * Flags:
  * - `--variant=NAME[@MAIN]:FLAG,FLAG…` (repeatable; default one variant `svc:`): svc
- *   configuration flags per variant, and optionally another checkout's main.ts (e.g. an older
+ *   configuration flags per variant (a `NAME=value` entry with an upper-case name is an
+ *   environment variable instead), and optionally another checkout's main.ts (e.g. an older
  *   commit in a temp worktree). Example: `--variant=on: --variant=off:--http.metrics.enable=false`.
  * - `--rounds=7`, `--duration=5` (s of load per round and variant), `--warmup=3` (s, once per
  *   variant), `--connections=10`, `--scale=1` (Chinook copies), `--pool=10`.
  * - `--cpu-prof=DIR`: runs each svc under `--cpu-prof` (profiles written to DIR/<variant>/ when
  *   svc exits) and prints the top self-time functions and files of each.
+ * - `--concurrent`: loads every variant at the same time in each round (one wrk each) instead of
+ *   one after the other, so that load from other processes on a shared machine falls on all
+ *   variants alike (tighter ratios; absolute figures then include the variants' contention).
  * - `--json=FILE`: also writes the rounds and the summary as JSON.
  *
  * @module
@@ -41,6 +45,7 @@ const { values: flags } = parseArgs({
     pool: { type: "string", default: "10" },
     "cpu-prof": { type: "string" },
     json: { type: "string" },
+    concurrent: { type: "boolean", default: false },
   },
 });
 
@@ -49,6 +54,7 @@ interface Variant {
   name: string;
   main?: string;
   flags: string[];
+  env: Record<string, string>;
 }
 
 /** Parses `NAME[@MAIN]:FLAG,FLAG…`. */
@@ -58,7 +64,15 @@ function parseVariant(spec: string): Variant {
   const rest = colon < 0 ? "" : spec.slice(colon + 1);
   const [name, main] = head.split("@");
   if (!name) throw new Error(`--variant ${spec}: a name is required`);
-  return { name, main: main || undefined, flags: rest ? rest.split(",") : [] };
+  const all = rest ? rest.split(",") : [];
+  const isEnv = (f: string) => /^[A-Z_][A-Z0-9_]*=/.test(f);
+  const env = Object.fromEntries(
+    all.filter(isEnv).map((f) => {
+      const i = f.indexOf("=");
+      return [f.slice(0, i), f.slice(i + 1)];
+    }),
+  );
+  return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
 }
 
 const variants = flags.variant.map(parseVariant);
@@ -127,6 +141,7 @@ try {
       logFile: `${tmp}/svc-${v.name}.log`,
       flags: v.flags,
       main: v.main,
+      env: v.env,
       denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
     });
     procs.set(v.name, child);
@@ -139,14 +154,18 @@ try {
     if (check.status !== 200 || !text.includes('"track_id":1234')) {
       throw new Error(`${v.name}: pk_read answered ${check.status}: ${text.slice(0, 300)}`);
     }
-    log(`${v.name}: svc pid ${child.pid} ${v.main ?? ""} ${v.flags.join(" ")}`);
+    log(
+      `${v.name}: svc pid ${child.pid} ${v.main ?? ""} ${v.flags.join(" ")} ${
+        Object.entries(v.env).map(([k, x]) => `${k}=${x}`).join(" ")
+      }`,
+    );
     await wrk({ url: `${child.url}/svc`, bodyFile, connections: CONNS, duration: WARMUP });
   }
 
   const rounds: Round[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const order = variants.map((_, i) => variants[(i + r) % variants.length]);
-    for (const v of order) {
+    const one = async (v: Variant): Promise<Round> => {
       const child = procs.get(v.name)!;
       const c0 = cpuMs(child.pid)!;
       const w = await wrk({
@@ -159,7 +178,7 @@ try {
       if (w.non2xx || w.socket_errors) {
         throw new Error(`${v.name}: ${w.non2xx} non-2xx, ${w.socket_errors} socket errors`);
       }
-      const row = {
+      return {
         variant: v.name,
         round: r,
         requests: w.requests,
@@ -167,10 +186,18 @@ try {
         cpu_ms: c1 - c0,
         ms_per_request: (c1 - c0) / w.requests,
       };
+    };
+    const done: Round[] = [];
+    if (flags.concurrent) done.push(...await Promise.all(order.map(one)));
+    else for (const v of order) done.push(await one(v));
+    for (const row of done) {
       rounds.push(row);
       log(
-        `round ${r + 1}/${ROUNDS} ${v.name.padEnd(12)} ${row.ms_per_request.toFixed(4)} ms/req ` +
-          `(${row.requests} req, ${row.rps.toFixed(0)} req/s, svc CPU ${row.cpu_ms.toFixed(0)} ms)`,
+        `round ${r + 1}/${ROUNDS} ${row.variant.padEnd(12)} ${
+          row.ms_per_request.toFixed(4)
+        } ms/req (${row.requests} req, ${row.rps.toFixed(0)} req/s, svc CPU ${
+          row.cpu_ms.toFixed(0)
+        } ms)`,
       );
     }
   }
@@ -192,7 +219,11 @@ try {
       ratio_to_first: { median: med(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
     };
   });
-  console.log(`\nsvc CPU per pk_read request, ${ROUNDS} rounds × ${DURATION} s, c=${CONNS}:`);
+  console.log(
+    `\nsvc CPU per pk_read request, ${ROUNDS} rounds × ${DURATION} s, c=${CONNS}${
+      flags.concurrent ? ", variants loaded concurrently" : ""
+    }:`,
+  );
   for (const s of summary) {
     console.log(
       `  ${s.variant.padEnd(12)} median ${s.median_ms.toFixed(4)} ms (min ${

@@ -168,6 +168,8 @@ export interface SvcOptions {
   main?: string;
   /** Extra `deno run` options before the script (e.g. `--cpu-prof`). */
   denoArgs?: string[];
+  /** Extra environment variables of the svc process. */
+  env?: Record<string, string>;
 }
 
 /** Starts svc (rollback and sql flags allowed) and waits for GET /svc/health. */
@@ -189,7 +191,7 @@ export async function startSvc(o: SvcOptions): Promise<Child> {
     "--pg.query.allow_sql=true",
     "--logging.level=error",
     ...(o.flags ?? []),
-  ], { port, logFile: o.logFile });
+  ], { port, logFile: o.logFile, env: o.env });
   try {
     await waitFor(
       "svc /svc/health",
