@@ -5,6 +5,7 @@
  * needs no CORS preflight, so accepting it would let any page act with a user's cookie).
  */
 import { SvcError } from "../errors.ts";
+import { deadline } from "../util/deadline.ts";
 
 /** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */
 export function requireJson(req: Request): void {
@@ -15,44 +16,6 @@ export function requireJson(req: Request): void {
       "HTTP_UNSUPPORTED_MEDIA_TYPE",
       `expected Content-Type: application/json${type ? `, got ${type}` : ""}`,
     );
-  }
-}
-
-/** A body read with an idle limit: its deadline and what to do when it passes. */
-interface Watched {
-  deadline: number;
-  expire(): void;
-}
-
-/**
- * Body reads with an idle limit, checked by one shared timer (every {@link SWEEP_MS} while any is
- * in progress) instead of a timer and a promise race per chunk: measured, those cost a few percent
- * of a primary-key read's CPU.
- */
-const watched = new Set<Watched>();
-const SWEEP_MS = 100;
-let sweeper: ReturnType<typeof setInterval> | undefined;
-
-function sweep(): void {
-  if (watched.size === 0) {
-    clearInterval(sweeper);
-    sweeper = undefined;
-    return;
-  }
-  const now = performance.now();
-  for (const w of watched) {
-    if (w.deadline <= now) {
-      watched.delete(w);
-      w.expire();
-    }
-  }
-}
-
-function watch(w: Watched): void {
-  watched.add(w);
-  if (sweeper === undefined) {
-    sweeper = setInterval(sweep, SWEEP_MS);
-    Deno.unrefTimer(sweeper);
   }
 }
 
@@ -77,22 +40,19 @@ export async function readBodyBytes(
   const chunks: Uint8Array[] = [];
   let n = 0;
   let stalled = false;
-  const w: Watched | null = idleMs > 0
-    ? {
-      deadline: performance.now() + idleMs,
-      expire() {
-        stalled = true;
-        reader.cancel().catch(() => {}); // the pending read ends (done), then 408 below
-      },
-    }
+  // One shared timer checks the idle limit (src/util/deadline.ts), not a timer per chunk.
+  const idle = idleMs > 0
+    ? deadline(idleMs, () => {
+      stalled = true;
+      reader.cancel().catch(() => {}); // the pending read ends (done), then 408 below
+    })
     : null;
-  if (w) watch(w);
   try {
     for (;;) {
       const r = await reader.read();
       if (stalled) throw timedOut();
       if (r.done) break;
-      if (w) w.deadline = performance.now() + idleMs;
+      idle?.extend(idleMs);
       n += r.value.length;
       if (n > maxBytes) throw tooLarge();
       chunks.push(r.value);
@@ -107,7 +67,7 @@ export async function readBodyBytes(
       `the request body could not be read: ${(e as Error).message}`,
     );
   } finally {
-    if (w) watched.delete(w);
+    idle?.clear();
   }
   if (chunks.length === 1) return chunks[0];
   const buf = new Uint8Array(n);
