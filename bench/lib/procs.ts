@@ -164,6 +164,12 @@ export interface SvcOptions {
   logFile: string;
   /** Extra configuration flags (e.g. `--http.metrics.enable=false`). */
   flags?: string[];
+  /** The main.ts to run (default: this checkout's; e.g. an older commit's worktree). */
+  main?: string;
+  /** Extra `deno run` options before the script (e.g. `--cpu-prof`). */
+  denoArgs?: string[];
+  /** Extra environment variables of the svc process. */
+  env?: Record<string, string>;
 }
 
 /** Starts svc (rollback and sql flags allowed) and waits for GET /svc/health. */
@@ -172,7 +178,8 @@ export async function startSvc(o: SvcOptions): Promise<Child> {
   const child = spawn("svc", Deno.execPath(), [
     "run",
     "-A",
-    MAIN,
+    ...(o.denoArgs ?? []),
+    o.main ?? MAIN,
     `--pg.uri=${o.pgUri}`,
     "--http.host=127.0.0.1",
     `--http.port=${port}`,
@@ -184,7 +191,7 @@ export async function startSvc(o: SvcOptions): Promise<Child> {
     "--pg.query.allow_sql=true",
     "--logging.level=error",
     ...(o.flags ?? []),
-  ], { port, logFile: o.logFile });
+  ], { port, logFile: o.logFile, env: o.env });
   try {
     await waitFor(
       "svc /svc/health",
@@ -311,6 +318,12 @@ export interface CpuUse {
 }
 
 const CLK_TCK = 100;
+
+/** CPU time (user + system) a process has used so far, in milliseconds; null once it is gone. */
+export function cpuMs(pid: number): number | null {
+  const t = procTimes(pid);
+  return t === null ? null : t.jiffies * (1000 / CLK_TCK);
+}
 
 function procTimes(pid: number): { ppid: number; jiffies: number } | null {
   try {

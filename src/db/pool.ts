@@ -9,6 +9,7 @@
 import postgres from "postgres";
 import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../errors.ts";
+import { deadline } from "../util/deadline.ts";
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */
 function roleError(e: unknown): unknown {
@@ -204,19 +205,20 @@ export class Database {
   async acquire(signal?: AbortSignal): Promise<Lease> {
     const client = await this.#take(signal);
     const reserving = client.reserve();
-    let timer: ReturnType<typeof setTimeout> | undefined;
     const ms = this.#connectTimeoutMs;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new SvcError("PG_UNAVAILABLE", `the database did not answer within ${ms / 1000} s`),
-          ),
-        ms,
-      );
-    });
+    let late: ((e: unknown) => void) | undefined;
+    // The connect timeout is a coarse shared deadline (src/util/deadline.ts), not a timer and a
+    // promise race per request.
+    const limit = deadline(
+      ms,
+      () =>
+        late?.(new SvcError("PG_UNAVAILABLE", `the database did not answer within ${ms / 1000} s`)),
+    );
     try {
-      const conn = await Promise.race([reserving, timeout]);
+      const conn = await new Promise<postgres.ReservedSql>((resolve, reject) => {
+        late = reject;
+        reserving.then(resolve, reject);
+      });
       let released = false;
       return {
         conn,
@@ -235,7 +237,7 @@ export class Database {
       }, () => this.#give(client));
       throw e;
     } finally {
-      clearTimeout(timer);
+      limit.clear();
     }
   }
 

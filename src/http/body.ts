@@ -5,6 +5,7 @@
  * needs no CORS preflight, so accepting it would let any page act with a user's cookie).
  */
 import { SvcError } from "../errors.ts";
+import { deadline } from "../util/deadline.ts";
 
 /** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */
 export function requireJson(req: Request): void {
@@ -20,8 +21,9 @@ export function requireJson(req: Request): void {
 
 /**
  * Reads the whole body, at most `maxBytes` (413 HTTP_BODY_TOO_LARGE before buffering more). With
- * `idleMs`, a body that stalls that long between two chunks is 408 HTTP_BODY_TIMEOUT (a slow or
- * malicious client never holds a pooled connection: bodies are read before one is taken).
+ * `idleMs`, a body that stalls that long between two chunks (checked every 100 ms) is 408
+ * HTTP_BODY_TIMEOUT (a slow or malicious client never holds a pooled connection: bodies are read
+ * before one is taken).
  */
 export async function readBodyBytes(
   req: Request,
@@ -30,31 +32,33 @@ export async function readBodyBytes(
 ): Promise<Uint8Array> {
   const tooLarge = () =>
     new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
+  const timedOut = () => new SvcError("HTTP_BODY_TIMEOUT", `request body stalled for ${idleMs} ms`);
   const len = Number(req.headers.get("content-length") ?? "NaN");
   if (len > maxBytes) throw tooLarge();
   if (!req.body) return new Uint8Array(0);
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let n = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stalled = () =>
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new SvcError("HTTP_BODY_TIMEOUT", `request body stalled for ${idleMs} ms`)),
-        idleMs,
-      );
-    });
+  let stalled = false;
+  // One shared timer checks the idle limit (src/util/deadline.ts), not a timer per chunk.
+  const idle = idleMs > 0
+    ? deadline(idleMs, () => {
+      stalled = true;
+      reader.cancel().catch(() => {}); // the pending read ends (done), then 408 below
+    })
+    : null;
   try {
     for (;;) {
-      const r = idleMs > 0 ? await Promise.race([reader.read(), stalled()]) : await reader.read();
-      clearTimeout(timer);
+      const r = await reader.read();
+      if (stalled) throw timedOut();
       if (r.done) break;
+      idle?.extend(idleMs);
       n += r.value.length;
       if (n > maxBytes) throw tooLarge();
       chunks.push(r.value);
     }
   } catch (e) {
-    clearTimeout(timer);
+    if (stalled) throw timedOut();
     reader.cancel().catch(() => {});
     if (e instanceof SvcError) throw e;
     // A broken or malformed body stream (bad chunked encoding, client gone) is the client's.
@@ -62,6 +66,8 @@ export async function readBodyBytes(
       "QUERY_INVALID",
       `the request body could not be read: ${(e as Error).message}`,
     );
+  } finally {
+    idle?.clear();
   }
   if (chunks.length === 1) return chunks[0];
   const buf = new Uint8Array(n);

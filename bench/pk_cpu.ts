@@ -1,0 +1,259 @@
+/**
+ * svc CPU time per primary-key read: `deno run -A bench/pk_cpu.ts`.
+ *
+ * Starts a private PostgreSQL cluster with Chinook (bench/lib/data.ts), one svc process per
+ * variant, and drives the `pk_read` case (bench/lib/cases.ts: POST /svc reading one track by key)
+ * with wrk at 10 connections. For each round and variant it reports svc's CPU time (user + system
+ * of the svc process, from /proc/<pid>/stat) divided by the requests wrk completed; rounds
+ * alternate between variants (the order rotates each round), so drift of a shared machine hits
+ * every variant alike. The summary gives each variant's median, min and max ms/request, and each
+ * variant's per-round ratio to the first one (median and spread).
+ *
+ * Flags:
+ * - `--variant=NAME[@MAIN]:FLAG,FLAG…` (repeatable; default one variant `svc:`): svc
+ *   configuration flags per variant (a `NAME=value` entry with an upper-case name is an
+ *   environment variable instead), and optionally another checkout's main.ts (e.g. an older
+ *   commit in a temp worktree). Example: `--variant=on: --variant=off:--http.metrics.enable=false`.
+ * - `--rounds=7`, `--duration=5` (s of load per round and variant), `--warmup=3` (s, once per
+ *   variant), `--connections=10`, `--scale=1` (Chinook copies), `--pool=10`.
+ * - `--cpu-prof=DIR`: runs each svc under `--cpu-prof` (profiles written to DIR/<variant>/ when
+ *   svc exits) and prints the top self-time functions and files of each.
+ * - `--concurrent`: loads every variant at the same time in each round (one wrk each) instead of
+ *   one after the other, so that load from other processes on a shared machine falls on all
+ *   variants alike (tighter ratios; absolute figures then include the variants' contention).
+ * - `--json=FILE`: also writes the rounds and the summary as JSON.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { startCluster } from "../src/db/cluster.ts";
+import { CASES } from "./lib/cases.ts";
+import { loadScaledChinook } from "./lib/data.ts";
+import { ensureWrk, wrk } from "./lib/load.ts";
+import { type Child, cpuMs, startSvc } from "./lib/procs.ts";
+import { summarizeProfile } from "./lib/cpuprof.ts";
+
+const { values: flags } = parseArgs({
+  args: Deno.args,
+  options: {
+    variant: { type: "string", multiple: true, default: ["svc:"] },
+    rounds: { type: "string", default: "7" },
+    duration: { type: "string", default: "5" },
+    warmup: { type: "string", default: "3" },
+    connections: { type: "string", default: "10" },
+    scale: { type: "string", default: "1" },
+    pool: { type: "string", default: "10" },
+    "cpu-prof": { type: "string" },
+    json: { type: "string" },
+    concurrent: { type: "boolean", default: false },
+  },
+});
+
+/** One svc configuration under test. */
+interface Variant {
+  name: string;
+  main?: string;
+  flags: string[];
+  env: Record<string, string>;
+}
+
+/** Parses `NAME[@MAIN]:FLAG,FLAG…`. */
+function parseVariant(spec: string): Variant {
+  const colon = spec.indexOf(":");
+  const head = colon < 0 ? spec : spec.slice(0, colon);
+  const rest = colon < 0 ? "" : spec.slice(colon + 1);
+  const [name, main] = head.split("@");
+  if (!name) throw new Error(`--variant ${spec}: a name is required`);
+  const all = rest ? rest.split(",") : [];
+  const isEnv = (f: string) => /^[A-Z_][A-Z0-9_]*=/.test(f);
+  const env = Object.fromEntries(
+    all.filter(isEnv).map((f) => {
+      const i = f.indexOf("=");
+      return [f.slice(0, i), f.slice(i + 1)];
+    }),
+  );
+  return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
+}
+
+const variants = flags.variant.map(parseVariant);
+if (new Set(variants.map((v) => v.name)).size !== variants.length) {
+  throw new Error("variant names must differ");
+}
+const ROUNDS = Number(flags.rounds);
+const DURATION = Number(flags.duration);
+const WARMUP = Number(flags.warmup);
+const CONNS = Number(flags.connections);
+const PROF = flags["cpu-prof"];
+
+const log = (s: string) => console.error(`[pk_cpu] ${s}`);
+const med = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+const pk = CASES.find((c) => c.id === "pk_read")!;
+if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
+
+const tmp = await Deno.makeTempDir({ prefix: "svc-pk-cpu-" });
+const bodyFile = `${tmp}/pk_read.json`;
+Deno.writeTextFileSync(bodyFile, JSON.stringify(pk.body));
+Deno.mkdirSync(`${tmp}/wellknown`);
+Deno.mkdirSync(`${tmp}/secrets`);
+
+log("starting PostgreSQL");
+const cluster = await startCluster();
+const procs = new Map<string, Child>();
+let cleaned = false;
+async function cleanup() {
+  if (cleaned) return;
+  cleaned = true;
+  for (const c of procs.values()) await c.stop().catch(() => {});
+  await cluster.stop().catch(() => {});
+  await Deno.remove(tmp, { recursive: true }).catch(() => {});
+}
+Deno.addSignalListener("SIGINT", async () => {
+  await cleanup();
+  Deno.exit(130);
+});
+
+/** One round of one variant. */
+interface Round {
+  variant: string;
+  round: number;
+  requests: number;
+  rps: number;
+  cpu_ms: number;
+  ms_per_request: number;
+}
+
+try {
+  log(`loading Chinook ×${flags.scale}`);
+  const { uri } = await loadScaledChinook(cluster, "bench", Number(flags.scale));
+  for (const v of variants) {
+    const profDir = PROF ? `${PROF}/${v.name}` : undefined;
+    if (profDir) Deno.mkdirSync(profDir, { recursive: true });
+    const child = await startSvc({
+      pgUri: uri,
+      poolSize: Number(flags.pool),
+      wellknownDir: `${tmp}/wellknown`,
+      secretsDir: `${tmp}/secrets`,
+      logFile: `${tmp}/svc-${v.name}.log`,
+      flags: v.flags,
+      main: v.main,
+      env: v.env,
+      denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+    });
+    procs.set(v.name, child);
+    const check = await fetch(`${child.url}/svc`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(pk.body),
+    });
+    const text = await check.text();
+    if (check.status !== 200 || !text.includes('"track_id":1234')) {
+      throw new Error(`${v.name}: pk_read answered ${check.status}: ${text.slice(0, 300)}`);
+    }
+    log(
+      `${v.name}: svc pid ${child.pid} ${v.main ?? ""} ${v.flags.join(" ")} ${
+        Object.entries(v.env).map(([k, x]) => `${k}=${x}`).join(" ")
+      }`,
+    );
+    await wrk({ url: `${child.url}/svc`, bodyFile, connections: CONNS, duration: WARMUP });
+  }
+
+  const rounds: Round[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const order = variants.map((_, i) => variants[(i + r) % variants.length]);
+    const one = async (v: Variant): Promise<Round> => {
+      const child = procs.get(v.name)!;
+      const c0 = cpuMs(child.pid)!;
+      const w = await wrk({
+        url: `${child.url}/svc`,
+        bodyFile,
+        connections: CONNS,
+        duration: DURATION,
+      });
+      const c1 = cpuMs(child.pid)!;
+      if (w.non2xx || w.socket_errors) {
+        throw new Error(`${v.name}: ${w.non2xx} non-2xx, ${w.socket_errors} socket errors`);
+      }
+      return {
+        variant: v.name,
+        round: r,
+        requests: w.requests,
+        rps: w.rps,
+        cpu_ms: c1 - c0,
+        ms_per_request: (c1 - c0) / w.requests,
+      };
+    };
+    const done: Round[] = [];
+    if (flags.concurrent) done.push(...await Promise.all(order.map(one)));
+    else for (const v of order) done.push(await one(v));
+    for (const row of done) {
+      rounds.push(row);
+      log(
+        `round ${r + 1}/${ROUNDS} ${row.variant.padEnd(12)} ${
+          row.ms_per_request.toFixed(4)
+        } ms/req (${row.requests} req, ${row.rps.toFixed(0)} req/s, svc CPU ${
+          row.cpu_ms.toFixed(0)
+        } ms)`,
+      );
+    }
+  }
+
+  const base = variants[0].name;
+  const of = (name: string) => rounds.filter((x) => x.variant === name);
+  const summary = variants.map((v) => {
+    const rs = of(v.name);
+    const per = rs.map((x) => x.ms_per_request);
+    const ratios = rs.map((x, i) => x.ms_per_request / of(base)[i].ms_per_request);
+    return {
+      variant: v.name,
+      flags: v.flags,
+      main: v.main ?? null,
+      median_ms: med(per),
+      min_ms: Math.min(...per),
+      max_ms: Math.max(...per),
+      median_rps: med(rs.map((x) => x.rps)),
+      ratio_to_first: { median: med(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
+    };
+  });
+  console.log(
+    `\nsvc CPU per pk_read request, ${ROUNDS} rounds × ${DURATION} s, c=${CONNS}${
+      flags.concurrent ? ", variants loaded concurrently" : ""
+    }:`,
+  );
+  for (const s of summary) {
+    console.log(
+      `  ${s.variant.padEnd(12)} median ${s.median_ms.toFixed(4)} ms (min ${
+        s.min_ms.toFixed(4)
+      }, max ${s.max_ms.toFixed(4)}), ${s.median_rps.toFixed(0)} req/s` +
+        (s.variant === base
+          ? ""
+          : `; vs ${base}: ×${s.ratio_to_first.median.toFixed(3)} (${
+            s.ratio_to_first.min.toFixed(3)
+          }–${s.ratio_to_first.max.toFixed(3)})`),
+    );
+  }
+  if (flags.json) Deno.writeTextFileSync(flags.json, JSON.stringify({ rounds, summary }, null, 2));
+
+  if (PROF) {
+    for (const c of procs.values()) await c.stop();
+    for (const v of variants) {
+      for (const f of Deno.readDirSync(`${PROF}/${v.name}`)) {
+        if (!f.name.endsWith(".cpuprofile")) continue;
+        const s = summarizeProfile(`${PROF}/${v.name}/${f.name}`, 30);
+        console.log(`\nprofile ${v.name} (${f.name}, ${s.samples} samples; % of busy samples)`);
+        console.log("  self time by function:");
+        for (const e of s.functions) console.log(`    ${e.pct.toFixed(1).padStart(5)}%  ${e.name}`);
+        console.log("  self time by file:");
+        for (const e of s.files) console.log(`    ${e.pct.toFixed(1).padStart(5)}%  ${e.name}`);
+        console.log("  inclusive time by function:");
+        for (const e of s.inclusive) console.log(`    ${e.pct.toFixed(1).padStart(5)}%  ${e.name}`);
+      }
+    }
+  }
+} finally {
+  await cleanup();
+}
