@@ -63,6 +63,7 @@ import {
   renderMarkdown,
   type Report,
   type RunRow,
+  type ScalingRow,
 } from "./lib/report.ts";
 
 const { values: flags } = parseArgs({
@@ -74,6 +75,7 @@ const { values: flags } = parseArgs({
     connections: { type: "string", default: "1,10,50" },
     scale: { type: "string", default: "20" },
     pool: { type: "string", default: "10" },
+    workers: { type: "string", default: "2,1" },
     cases: { type: "string", default: CASES.map((c) => c.id).join(",") },
     "no-peer": { type: "boolean", default: false },
     out: { type: "string", default: new URL("./results", import.meta.url).pathname },
@@ -86,6 +88,8 @@ const CONNS = flags.connections.split(",").map(Number);
 const SCALE = Number(flags.scale);
 const POOL = Number(flags.pool);
 const CASE_IDS = flags.cases.split(",");
+/** svc's `http.workers` for the main run, then the counts of the scaling runs. */
+const WORKERS = flags.workers.split(",").map(Number);
 const ROLE = "~anonymous";
 const CLAIMS = "null";
 /** The amplification probe's query: one top-level row holding 1,297² track objects. */
@@ -364,6 +368,7 @@ async function main(): Promise<Report> {
     wellknownDir,
     secretsDir,
     logFile: `${RUN_DIR}/svc.log`,
+    flags: [`--http.workers=${WORKERS[0]}`],
   });
   const svcUrl = `${svc.url}/svc`;
   const svcPid = svc.pid;
@@ -572,6 +577,82 @@ async function main(): Promise<Report> {
       }
     }
 
+    // Scaling: every case again against svc with each other worker count (same data, same
+    // pgbench figures), so 1 and 2 workers are compared within one run.
+    const scaling: ScalingRow[] = [];
+    for (const c of cases) {
+      for (const r of c.runs) {
+        scaling.push({
+          case: c.id,
+          connections: r.connections,
+          by_workers: {
+            [WORKERS[0]]: {
+              rps: r.svc?.rps ?? null,
+              p99_ms: r.svc?.p99_ms ?? null,
+              peak_rss_mb: r.svc_peak_rss_mb,
+              cpu_svc: r.svc_cpu?.server ?? null,
+              ratio: r.ratio,
+            },
+          },
+        });
+      }
+    }
+    for (const w of WORKERS.slice(1)) {
+      log(`scaling: svc with http.workers=${w}`);
+      const other = await startSvc({
+        pgUri: uri,
+        poolSize: POOL,
+        wellknownDir,
+        secretsDir,
+        logFile: `${RUN_DIR}/svc-workers-${w}.log`,
+        flags: [`--http.workers=${w}`],
+      });
+      try {
+        for (const c of cases) {
+          if (c.id === "big_read" || !c.verified.ok) continue;
+          const bodyFile = `${RUN_DIR}/${c.id}.json`;
+          const url = `${other.url}/svc`;
+          if (WARMUP > 0) {
+            await http({ url, bodyFile, connections: 10, duration: WARMUP }, useWrk)
+              .catch(() => {});
+          }
+          for (const r of c.runs) {
+            const conns = r.connections;
+            const duration = durationFor(CASES.find((x) => x.id === c.id)!, conns, DURATION);
+            const row = scaling.find((x) => x.case === c.id && x.connections === conns)!;
+            try {
+              const { value: { value, peak }, cpu } = await withCpu(
+                other.pid,
+                postmaster,
+                () =>
+                  withPeak(
+                    other.pid,
+                    () => http({ url, bodyFile, connections: conns, duration }, useWrk),
+                  ),
+              );
+              const tps = r.pgbench?.tps ?? 0;
+              row.by_workers[w] = {
+                rps: value.rps,
+                p99_ms: value.p99_ms ?? null,
+                peak_rss_mb: peak,
+                cpu_svc: cpu.server,
+                ratio: tps > 0 ? value.rps / tps : null,
+              };
+              log(
+                `  ${c.id} c=${String(conns).padStart(2)}: ${value.rps.toFixed(0)} req/s ` +
+                  `(p99 ${value.p99_ms?.toFixed(2) ?? "–"} ms, RSS ${peak.toFixed(0)} MiB, ` +
+                  `CPU svc ${cpu.server}%) ratio ${row.by_workers[w].ratio?.toFixed(2) ?? "–"}`,
+              );
+            } catch (e) {
+              problems.push(`scaling ${c.id} c=${conns} workers=${w}: ${(e as Error).message}`);
+            }
+          }
+        }
+      } finally {
+        await other.stop();
+      }
+    }
+
     // Metrics cost (issue: metrics must cost < 3%): svc CPU time per primary-key read at 10
     // connections, this svc (metrics on, the default) against a second svc with
     // http.metrics.enable=false, in alternating rounds (the order swaps every round) so that
@@ -598,7 +679,9 @@ async function main(): Promise<Report> {
           on: { url: svcUrl, pid: svcPid, cpu: [] as number[], rps: [] as number[] },
           off: { url: `${off.url}/svc`, pid: off.pid, cpu: [] as number[], rps: [] as number[] },
         };
-        await http({ url: runs.off.url, bodyFile, connections: 10, duration: WARMUP }, useWrk);
+        if (WARMUP > 0) {
+          await http({ url: runs.off.url, bodyFile, connections: 10, duration: WARMUP }, useWrk);
+        }
         for (let round = 0; round < ROUNDS; round++) {
           for (const k of round % 2 ? ["off", "on"] as const : ["on", "off"] as const) {
             const x = runs[k];
@@ -772,6 +855,7 @@ async function main(): Promise<Report> {
         wrk: "-t min(2, conns) -c conns --latency --timeout 30s -s bench/wrk/post.lua",
         pgbench: "-n -M prepared -c conns -j min(2, conns) -T duration",
         svc_pool_size: POOL,
+        svc_workers: WORKERS[0],
         peer_pool_size: POOL,
         svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true " +
           "--logging.level=error",
@@ -789,6 +873,7 @@ async function main(): Promise<Report> {
       cases,
       amplification,
       metrics_cost: metricsCost,
+      scaling: { workers: WORKERS, rows: scaling },
       peer: peerReport,
       problems,
     };
