@@ -1,0 +1,56 @@
+/**
+ * The supervisor replaces a worker that dies and hands the replacement the current state
+ * (src/workers/supervisor.ts), with a stand-in worker (tests/fixtures/crashing_worker.ts) that
+ * dies of an uncaught error after its first state, and a real database for the state.
+ */
+import assert from "node:assert/strict";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { supervise } from "../../src/workers/supervisor.ts";
+import { TEST_SECRET } from "../helpers/server.ts";
+
+Deno.test({
+  name: "a worker that dies is replaced and receives the current state",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const uri = await chinookDb();
+    Deno.env.delete("SVC_TEST_CRASHED");
+    const cfg = loadConfig({
+      args: [
+        `--pg.uri=${uri}`,
+        "--http.host=127.0.0.1",
+        "--http.port=0",
+        `--jwt.secret=${TEST_SECRET}`,
+        "--pg.query.wellknown_path=/nonexistent",
+        "--logging.level=error",
+        "--http.metrics.enable=false",
+      ],
+      env: {},
+    });
+    const events: Record<string, number>[] = [];
+    const channel = new BroadcastChannel("svc-test-crashing-worker");
+    channel.onmessage = (e) => events.push(e.data);
+    const url = new URL("../fixtures/crashing_worker.ts", import.meta.url).href;
+    const sup = await supervise(cfg, 2, url);
+    try {
+      await sup.ready;
+      const end = Date.now() + 15000;
+      const count = (f: (x: Record<string, number>) => boolean) => events.filter(f).length;
+      while (count((x) => x.state === 0) < 2 && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(Deno.env.get("SVC_TEST_CRASHED"), "1", "worker 0 died");
+      assert.equal(count((x) => x.started === 0), 2, "worker 0 was started again");
+      assert.equal(count((x) => x.started === 1), 1, "worker 1 was left alone");
+      const states = events.filter((x) => x.state === 0);
+      assert.equal(states.length, 2, "the replacement received the state");
+      assert.ok(states[1].relations > 10, "the current state, introspected once");
+    } finally {
+      await sup.shutdown();
+      channel.close();
+      Deno.env.delete("SVC_TEST_CRASHED");
+      await stopDb();
+    }
+  },
+});
