@@ -22,6 +22,7 @@
  *   one after the other, so that load from other processes on a shared machine falls on all
  *   variants alike (tighter ratios; absolute figures then include the variants' contention).
  * - `--json=FILE`: also writes the rounds and the summary as JSON.
+ * - `--case=pk_read`: another case of bench/lib/cases.ts (nested_read, nested_write, wellknown…).
  *
  * @module
  */
@@ -46,6 +47,7 @@ const { values: flags } = parseArgs({
     "cpu-prof": { type: "string" },
     json: { type: "string" },
     concurrent: { type: "boolean", default: false },
+    case: { type: "string", default: "pk_read" },
   },
 });
 
@@ -92,11 +94,12 @@ const med = (xs: number[]) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
-const pk = CASES.find((c) => c.id === "pk_read")!;
+const pk = CASES.find((c) => c.id === flags.case);
+if (!pk) throw new Error(`unknown case ${flags.case} (${CASES.map((c) => c.id).join(", ")})`);
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
 
 const tmp = await Deno.makeTempDir({ prefix: "svc-pk-cpu-" });
-const bodyFile = `${tmp}/pk_read.json`;
+const bodyFile = `${tmp}/${pk.id}.json`;
 Deno.writeTextFileSync(bodyFile, JSON.stringify(pk.body));
 Deno.mkdirSync(`${tmp}/wellknown`);
 Deno.mkdirSync(`${tmp}/secrets`);
@@ -151,8 +154,8 @@ try {
       body: JSON.stringify(pk.body),
     });
     const text = await check.text();
-    if (check.status !== 200 || !text.includes('"track_id":1234')) {
-      throw new Error(`${v.name}: pk_read answered ${check.status}: ${text.slice(0, 300)}`);
+    if (check.status !== 200 || (pk.id === "pk_read" && !text.includes('"track_id":1234'))) {
+      throw new Error(`${v.name}: ${pk.id} answered ${check.status}: ${text.slice(0, 300)}`);
     }
     log(
       `${v.name}: svc pid ${child.pid} ${v.main ?? ""} ${v.flags.join(" ")} ${
@@ -220,7 +223,7 @@ try {
     };
   });
   console.log(
-    `\nsvc CPU per pk_read request, ${ROUNDS} rounds × ${DURATION} s, c=${CONNS}${
+    `\nsvc CPU per ${pk.id} request, ${ROUNDS} rounds × ${DURATION} s, c=${CONNS}${
       flags.concurrent ? ", variants loaded concurrently" : ""
     }:`,
   );
