@@ -12,6 +12,7 @@ import type { PoolStats } from "../db/pool.ts";
 import type { FromWorker, ListenFailure, ReportKind, ToWorker } from "./protocol.ts";
 import { unpackState } from "./state.ts";
 import type { Config } from "../config/load.ts";
+import { log } from "../log.ts";
 
 /** The worker's view of its global scope. */
 interface Scope {
@@ -75,9 +76,19 @@ export function runWorker(): void {
         }
         return;
       }
-      case "state":
-        server?.runtime.release(unpackState(cfg!, m.state));
+      case "state": {
+        if (!server) return;
+        const state = unpackState(cfg!, m.state);
+        // This instance's own reload hooks (the templates' cache); once-per-process ones (the
+        // TypeScript helper file) ran in the supervisor.
+        try {
+          for (const hook of server.runtime.hooks) await hook(state);
+        } catch (e) {
+          log.error("reload hook failed in a worker: {error}", { error: (e as Error).message });
+        }
+        server.runtime.release(state);
         return;
+      }
       case "hold":
         await server?.runtime.hold();
         post({ t: "held", id: m.id });

@@ -38,11 +38,12 @@ const PAGE = `<!doctype html><html><head><style nonce="<%= it.nonce %>">p{color:
 const MiB = 1024 * 1024;
 let svc: SvcProcess;
 let staticDir: string;
+let templates: string;
 
 async function server(): Promise<SvcProcess> {
   if (svc) return svc;
   staticDir = await Deno.makeTempDir({ prefix: "svc-static-" });
-  const templates = await Deno.makeTempDir({ prefix: "svc-tpl-" });
+  templates = await Deno.makeTempDir({ prefix: "svc-tpl-" });
   await Deno.writeTextFile(`${templates}/page.eta`, PAGE);
   svc = await spawnSvc([
     `--pg.uri=${await chinookDb("surface_routes", FIXTURE)}`,
@@ -55,6 +56,7 @@ async function server(): Promise<SvcProcess> {
     "--route.up.save.method=POST",
     "--route.up.save.stream_upload=true",
     "--route.up.page.path=/page",
+    "--http.workers=2",
   ]);
   await svc.waitHealthy();
   return svc;
@@ -151,6 +153,40 @@ Deno.test({
       nonces.add(nonce);
     }
     assert.equal(nonces.size, 2, "a fresh nonce per response");
+  },
+});
+
+/** GET on a fresh connection (new connections are spread over the workers). */
+async function freshText(url: string): Promise<string> {
+  const client = Deno.createHttpClient({});
+  try {
+    return await (await fetch(url, { client })).text();
+  } finally {
+    client.close();
+  }
+}
+
+Deno.test({
+  name: "SIGUSR1 drops the templates' cache in every worker",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const s = await server();
+    for (let i = 0; i < 12; i++) assert.ok((await freshText(`${s.url}/page`)).includes("Jerry"));
+    await Deno.writeTextFile(`${templates}/page.eta`, "<p>version two <%= it.name %></p>");
+    s.kill("SIGUSR1");
+    const end = Date.now() + 10_000;
+    const reloaded = async () =>
+      /svc_reloads_total\{reason="signal",outcome="ok"\} 1/.test(
+        await freshText(`${s.url}/svc/metrics`),
+      );
+    while (!await reloaded()) {
+      assert.ok(Date.now() < end, s.output());
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (let i = 0; i < 12; i++) {
+      assert.match(await freshText(`${s.url}/page`), /version two/, "every worker renders anew");
+    }
   },
 });
 
