@@ -5,10 +5,15 @@
  * 30 s it prints requests, errors, p50/p99 and svc's RSS; at the end a summary, written to
  * `bench/results/soak.json`. Exit code 1 when any request failed or RSS grew more than 10% after
  * the first minute.
+ *
+ * `--heap` runs svc through scripts/mem_probe.ts, so every window also shows V8's heap (used,
+ * total) and external memory; `--v8-flags=<flags>` passes V8 flags to svc's `deno run` (to compare
+ * heap settings); `--pool <n>` sets `pg.pool_size` (default 10). The peak RSS is svc's VmHWM.
  */
 import { parseArgs } from "node:util";
 import { freePort, loadChinook, startCluster } from "../src/db/cluster.ts";
 import { SignJWT } from "jose";
+import { readSamples } from "./mem_probe.ts";
 
 /** One 30-second window of the soak. */
 export interface SoakWindow {
@@ -18,6 +23,20 @@ export interface SoakWindow {
   p50_ms: number;
   p99_ms: number;
   rss_mb: number;
+  /** V8 heap used / total and external memory at the window's end (`--heap` only). */
+  heap_used_mb?: number;
+  heap_total_mb?: number;
+  external_mb?: number;
+}
+
+/** How svc is started for the soak. */
+export interface SoakOptions {
+  /** Sample V8 heap figures through scripts/mem_probe.ts. */
+  heap?: boolean;
+  /** `--v8-flags=` value for svc's `deno run`, or empty. */
+  v8Flags?: string;
+  /** `pg.pool_size` (default 10). */
+  pool?: number;
 }
 
 const SECRET = "soak-secret-soak-secret-soak-secret-0123456789";
@@ -28,35 +47,53 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 }
 
-function rssMb(pid: number): number {
+function rssMb(pid: number, field = "VmRSS"): number {
   const s = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+)/.exec(s)![1]) / 1024;
+  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(s)![1]) / 1024;
 }
 
+/** CPU seconds (user + system) a process has used (Linux). */
+function cpuSeconds(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+const mb = (bytes: number) => Math.round(bytes / 1024 / 1024 * 10) / 10;
+
 /** Runs the soak; returns the windows and whether it passed. */
-export async function soak(minutes: number, connections: number): Promise<{
+export async function soak(minutes: number, connections: number, opts: SoakOptions = {}): Promise<{
   windows: SoakWindow[];
   errors: Record<string, number>;
   total: number;
   ok: boolean;
   rss_growth_after_first_minute_pct: number;
+  rss_after_first_minute_mb: number;
+  rss_at_end_mb: number;
+  peak_rss_mb: number;
+  v8_flags: string;
+  svc_cpu_us_per_request: number;
 }> {
   const cluster = await startCluster();
   const uri = await loadChinook(cluster, "chinook");
   const port = freePort();
   const secrets = await Deno.makeTempDir({ prefix: "svc-soak-" });
+  const memLog = `${secrets}/mem.jsonl`;
+  const entry = opts.heap ? "./mem_probe.ts" : "../main.ts";
   const child = new Deno.Command(Deno.execPath(), {
+    env: { SVC_MEM_LOG: memLog },
     args: [
       "run",
       "-A",
-      new URL("../main.ts", import.meta.url).pathname,
+      ...(opts.v8Flags ? [`--v8-flags=${opts.v8Flags}`] : []),
+      new URL(entry, import.meta.url).pathname,
       `--pg.uri=${uri}`,
       "--http.host=127.0.0.1",
       `--http.port=${port}`,
       `--jwt.secret=${SECRET}`,
       `--secrets.dir=${secrets}`,
       `--pg.query.wellknown_path=${WELLKNOWN}`,
-      "--pg.pool_size=10",
+      `--pg.pool_size=${opts.pool ?? 10}`,
       "--logging.level=error",
     ],
     stdout: "inherit",
@@ -116,6 +153,7 @@ export async function soak(minutes: number, connections: number): Promise<{
     const windows: SoakWindow[] = [];
     const start = Date.now();
     const pid = child.pid;
+    const cpu0 = cpuSeconds(pid);
     const ticker = setInterval(() => {
       latencies.sort((a, b) => a - b);
       const w: SoakWindow = {
@@ -126,10 +164,19 @@ export async function soak(minutes: number, connections: number): Promise<{
         p99_ms: Math.round(percentile(latencies, 0.99) * 10) / 10,
         rss_mb: Math.round(rssMb(pid) * 10) / 10,
       };
+      const heap = opts.heap ? readSamples(memLog).at(-1) : undefined;
+      if (heap) {
+        w.heap_used_mb = mb(heap.heapUsed);
+        w.heap_total_mb = mb(heap.heapTotal);
+        w.external_mb = mb(heap.external);
+      }
       windows.push(w);
       console.log(
         `soak ${w.at_s}s: ${w.requests} requests, ${w.errors} errors, p50 ${w.p50_ms} ms, ` +
-          `p99 ${w.p99_ms} ms, RSS ${w.rss_mb} MiB`,
+          `p99 ${w.p99_ms} ms, RSS ${w.rss_mb} MiB` +
+          (heap
+            ? ` (heap used ${w.heap_used_mb} / total ${w.heap_total_mb}, external ${w.external_mb})`
+            : ""),
       );
       latencies = [];
       windowErrors = 0;
@@ -165,6 +212,8 @@ export async function soak(minutes: number, connections: number): Promise<{
     };
     await Promise.all(Array.from({ length: connections }, client));
     clearInterval(ticker);
+    const peak = Math.round(rssMb(pid, "VmHWM") * 10) / 10;
+    const cpuUs = Math.round((cpuSeconds(pid) - cpu0) * 1e6 / Math.max(1, total));
     const afterFirstMinute = windows.find((w) => w.at_s >= 60) ?? windows[0];
     const last = windows[windows.length - 1];
     const growth = afterFirstMinute && last
@@ -177,6 +226,11 @@ export async function soak(minutes: number, connections: number): Promise<{
       total,
       ok: errorCount === 0 && growth < 10,
       rss_growth_after_first_minute_pct: growth,
+      rss_after_first_minute_mb: afterFirstMinute?.rss_mb ?? 0,
+      rss_at_end_mb: last?.rss_mb ?? 0,
+      peak_rss_mb: peak,
+      v8_flags: opts.v8Flags ?? "",
+      svc_cpu_us_per_request: cpuUs,
     };
   } finally {
     try {
@@ -195,9 +249,16 @@ export async function soakLoadMain(args: string[]): Promise<never> {
     options: {
       minutes: { type: "string", default: "10" },
       connections: { type: "string", default: "200" },
+      heap: { type: "boolean", default: false },
+      "v8-flags": { type: "string", default: "" },
+      pool: { type: "string", default: "10" },
     },
   });
-  const result = await soak(Number(values.minutes), Number(values.connections));
+  const result = await soak(Number(values.minutes), Number(values.connections), {
+    heap: values.heap,
+    v8Flags: values["v8-flags"],
+    pool: Number(values.pool),
+  });
   const out = new URL("../bench/results/soak.json", import.meta.url).pathname;
   await Deno.writeTextFile(
     out,
@@ -205,9 +266,9 @@ export async function soakLoadMain(args: string[]): Promise<never> {
   );
   console.log(
     `soak: ${result.total} requests, errors ${JSON.stringify(result.errors)}, RSS growth after ` +
-      `the first minute ${result.rss_growth_after_first_minute_pct}% → ${
-        result.ok ? "ok" : "FAILED"
-      }`,
+      `the first minute ${result.rss_growth_after_first_minute_pct}% (${result.rss_after_first_minute_mb} → ` +
+      `${result.rss_at_end_mb} MiB, peak ${result.peak_rss_mb} MiB), svc CPU ` +
+      `${result.svc_cpu_us_per_request} µs/request → ${result.ok ? "ok" : "FAILED"}`,
   );
   Deno.exit(result.ok ? 0 : 1);
 }

@@ -29,6 +29,11 @@ export interface SessionConfig {
   sameSite: "Strict" | "Lax" | "None";
   /** Size of the verified-token LRU cache (default 10000; 0 disables it). */
   cacheSize?: number;
+  /**
+   * Memory budget of the verified-token cache in bytes (default 8 MiB), counted as
+   * {@link cacheEntryBytes} per entry: long tokens evict older ones before `cacheSize` is reached.
+   */
+  cacheBytes?: number;
 }
 
 /**
@@ -72,6 +77,7 @@ export interface MintOptions {
 export const SESSION_DEFAULTS: Readonly<
   Pick<SessionConfig, "maxAge" | "renewAfter" | "maxSessionAge" | "cookieName" | "sameSite"> & {
     cacheSize: number;
+    cacheBytes: number;
   }
 > = Object.freeze({
   maxAge: 1800,
@@ -80,10 +86,19 @@ export const SESSION_DEFAULTS: Readonly<
   cookieName: "accesstoken",
   sameSite: "Lax",
   cacheSize: 10000,
+  cacheBytes: 8 * 1024 * 1024,
 });
 
 /** Tokens longer than this many characters are rejected without being verified. */
 export const MAX_TOKEN_LENGTH = 4096;
+
+/**
+ * Estimated memory of one verified-token cache entry: the token (one byte per character) plus its
+ * decoded claims (at most the token's length again) plus the entry's fixed overhead.
+ */
+export function cacheEntryBytes(token: string): number {
+  return 2 * token.length + 128;
+}
 
 /** Tolerated clock skew, in seconds, for a token's `iat` lying in the future. */
 export const CLOCK_SKEW = 30;
@@ -123,7 +138,9 @@ export class Sessions {
   readonly #cfg: Readonly<SessionConfig>;
   readonly #secret: Uint8Array<ArrayBuffer>;
   readonly #cacheSize: number;
+  readonly #cacheBytes: number;
   readonly #cache = new Map<string, Claims>();
+  #bytes = 0;
   #hits = 0;
   #misses = 0;
   #key: Promise<CryptoKey> | undefined;
@@ -156,9 +173,14 @@ export class Sessions {
     if (!Number.isInteger(cacheSize) || cacheSize < 0) {
       throw new RangeError("session cacheSize must be a non-negative integer");
     }
+    const cacheBytes = config.cacheBytes ?? SESSION_DEFAULTS.cacheBytes;
+    if (!Number.isInteger(cacheBytes) || cacheBytes < 0) {
+      throw new RangeError("session cacheBytes must be a non-negative integer");
+    }
     this.#secret = secret.slice();
     this.#cacheSize = cacheSize;
-    this.#cfg = Object.freeze({ ...config, secret: this.#secret, cacheSize });
+    this.#cacheBytes = cacheBytes;
+    this.#cfg = Object.freeze({ ...config, secret: this.#secret, cacheSize, cacheBytes });
   }
 
   /** The HMAC key, imported once and reused (jose re-imports raw Uint8Array keys per call). */
@@ -173,9 +195,16 @@ export class Sessions {
     return this.#key;
   }
 
-  /** Verified-token cache hits and misses (tokens verified cryptographically) since creation. */
-  cacheStats(): { hits: number; misses: number; size: number } {
-    return { hits: this.#hits, misses: this.#misses, size: this.#cache.size };
+  /**
+   * Verified-token cache hits and misses (tokens verified cryptographically) since creation, its
+   * entries and their estimated bytes ({@link cacheEntryBytes}).
+   */
+  cacheStats(): { hits: number; misses: number; size: number; bytes: number } {
+    return { hits: this.#hits, misses: this.#misses, size: this.#cache.size, bytes: this.#bytes };
+  }
+
+  #forget(token: string): void {
+    if (this.#cache.delete(token)) this.#bytes -= cacheEntryBytes(token);
   }
 
   /** Time checks applied on every verification, cached or not. */
@@ -185,14 +214,18 @@ export class Sessions {
   }
 
   #remember(token: string, claims: Claims): void {
-    if (this.#cacheSize === 0) return;
-    this.#cache.delete(token);
-    while (this.#cache.size >= this.#cacheSize) {
+    const bytes = cacheEntryBytes(token);
+    if (this.#cacheSize === 0 || bytes > this.#cacheBytes) return;
+    this.#forget(token);
+    while (
+      this.#cache.size >= this.#cacheSize || this.#bytes + bytes > this.#cacheBytes
+    ) {
       const oldest = this.#cache.keys().next();
       if (oldest.done) break;
-      this.#cache.delete(oldest.value);
+      this.#forget(oldest.value);
     }
     this.#cache.set(token, claims);
+    this.#bytes += bytes;
   }
 
   /**
@@ -210,7 +243,7 @@ export class Sessions {
       const cached = this.#cache.get(token);
       if (cached !== undefined) {
         if (cached.exp <= now) {
-          this.#cache.delete(token);
+          this.#forget(token);
           return null;
         }
         if (!this.#timeValid(cached, now)) return null;

@@ -113,6 +113,12 @@ interface Lease {
 }
 
 /**
+ * Named prepared statements kept per pooled connection; statements of further new shapes run as
+ * unnamed statements (parsed per execution) until the connection is replaced.
+ */
+export const MAX_STATEMENTS = 1000;
+
+/**
  * The request pool: `size` single-connection postgres.js clients and a free list of them.
  * Requests queue here, never inside postgres.js: each client is reserved by at most one request at
  * a time, so postgres.js never queues a waiter of ours (its queue cannot drop one that gave up,
@@ -138,6 +144,9 @@ export class Database {
       postgres(uri, {
         max: 1,
         prepare: true,
+        // At most this many named prepared statements per connection (patches/postgres@3.4.9):
+        // each stays cached in svc and in the server session until the connection closes.
+        ...{ max_statements: MAX_STATEMENTS },
         onnotice: () => {},
         connection: { application_name: "svc" },
         idle_timeout: 60,

@@ -88,23 +88,29 @@ function countJoins(node: RelationNode): number {
 }
 
 /** A compiled plain read and whether it fits one fetch batch. */
-interface CachedRead extends Statement {
+export interface CachedRead extends Statement {
   small: boolean;
 }
 
 /**
  * Compiled plain reads by (state, role, request text): a repeated request skips parsing,
- * validation and SQL generation. Bounded (LRU); emptied when a reload swaps the state.
+ * validation and SQL generation. Bounded (LRU) by entries and by estimated bytes
+ * ({@link readCacheEntryBytes}); emptied when a reload swaps the state.
  */
-class ReadCache {
+export class ReadCache {
   #state: AppState | null = null;
   #map = new Map<string, CachedRead>();
-  constructor(readonly max = 1000) {}
+  #bytes = 0;
 
+  /** A cache of at most `max` entries and `maxBytes` estimated bytes. */
+  constructor(readonly max = 1000, readonly maxBytes = 8 * 1024 * 1024) {}
+
+  /** The statement cached for `key` under `state` (a new state empties the cache first). */
   get(state: AppState, key: string): CachedRead | undefined {
     if (state !== this.#state) {
       this.#state = state;
       this.#map.clear();
+      this.#bytes = 0;
       return undefined;
     }
     const hit = this.#map.get(key);
@@ -115,13 +121,45 @@ class ReadCache {
     return hit;
   }
 
+  /** Caches `stmt` for `key`, evicting the least recently used entries to stay within bounds. */
   set(key: string, stmt: CachedRead): void {
-    if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
+    const bytes = readCacheEntryBytes(key, stmt);
+    if (bytes > this.maxBytes) return;
+    this.#drop(key);
+    while (this.#map.size && (this.#map.size >= this.max || this.#bytes + bytes > this.maxBytes)) {
+      this.#drop(this.#map.keys().next().value!);
+    }
     this.#map.set(key, stmt);
+    this.#bytes += bytes;
+  }
+
+  /** Entries and their estimated bytes. */
+  stats(): { size: number; bytes: number } {
+    return { size: this.#map.size, bytes: this.#bytes };
+  }
+
+  #drop(key: string): void {
+    const old = this.#map.get(key);
+    if (old === undefined) return;
+    this.#map.delete(key);
+    this.#bytes -= readCacheEntryBytes(key, old);
   }
 }
 
+/**
+ * Estimated memory of a read-cache entry: key and SQL text (one byte per character), the bound
+ * values (their text never exceeds the key's, which holds them), and a fixed overhead.
+ */
+export function readCacheEntryBytes(key: string, stmt: Statement): number {
+  return 2 * key.length + stmt.sql.length + 16 * stmt.params.length + 256;
+}
+
 const readCache = new ReadCache();
+
+/** The compiled-read cache's entries and estimated bytes. */
+export function readCacheStats(): { size: number; bytes: number } {
+  return readCache.stats();
+}
 /** Requests longer than this are not cached. */
 const CACHE_MAX_KEY = 4096;
 

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { base64url, SignJWT } from "jose";
 import {
+  cacheEntryBytes,
   type Claims,
   cookieValues,
   MAX_TOKEN_LENGTH,
@@ -261,6 +262,52 @@ Deno.test("cache: bounded LRU evicts the least recently used token", async () =>
   assert.notEqual(c2again, c2);
 });
 
+Deno.test("cache: never holds more than cacheSize entries", async () => {
+  const sessions = new Sessions(config({ cacheSize: 5 }));
+  const tokens = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => sign(validPayload({ role: `r${i}` }))),
+  );
+  for (const t of tokens) {
+    assert.ok(await sessions.verify(t, NOW));
+    assert.ok(sessions.cacheStats().size <= 5);
+  }
+  const stats = sessions.cacheStats();
+  assert.equal(stats.size, 5);
+  assert.equal(stats.bytes, tokens.slice(-5).reduce((n, t) => n + cacheEntryBytes(t), 0));
+});
+
+Deno.test("cache: long tokens are bounded by cacheBytes before cacheSize", async () => {
+  const budget = 64 * 1024;
+  const sessions = new Sessions(config({ cacheSize: 10000, cacheBytes: budget }));
+  const pad = "x".repeat(2500);
+  const tokens = await Promise.all(
+    Array.from({ length: 60 }, (_, i) => sign(validPayload({ role: `r${i}`, pad }))),
+  );
+  for (const t of tokens) {
+    assert.ok(t.length > 3000);
+    assert.ok(await sessions.verify(t, NOW));
+    assert.ok(sessions.cacheStats().bytes <= budget, JSON.stringify(sessions.cacheStats()));
+  }
+  const { size, bytes } = sessions.cacheStats();
+  // Filled up to the budget: one more entry would not fit.
+  assert.ok(size > 1 && size < 60);
+  assert.ok(bytes + cacheEntryBytes(tokens[0]) > budget);
+  // The most recent token is a hit, the first one was evicted (verified again: a miss).
+  const before = sessions.cacheStats();
+  assert.ok(await sessions.verify(tokens[59], NOW));
+  assert.equal(sessions.cacheStats().hits, before.hits + 1);
+  assert.ok(await sessions.verify(tokens[0], NOW));
+  assert.equal(sessions.cacheStats().misses, before.misses + 1);
+});
+
+Deno.test("cache: a token larger than cacheBytes is verified but not cached", async () => {
+  const sessions = new Sessions(config({ cacheBytes: 1000 }));
+  const token = await sign(validPayload({ pad: "y".repeat(800) }));
+  assert.ok(await sessions.verify(token, NOW));
+  assert.ok(await sessions.verify(token, NOW));
+  assert.deepEqual(sessions.cacheStats(), { hits: 0, misses: 2, size: 0, bytes: 0 });
+});
+
 // ---------------------------------------------------------------- mint
 
 Deno.test("mint: overwrites iat/exp/auth_time and keeps other claims", async () => {
@@ -511,6 +558,8 @@ Deno.test("constructor: rejects unusable configuration", () => {
     { sameSite: "lax" as SessionConfig["sameSite"] },
     { cacheSize: -1 },
     { cacheSize: 1.5 },
+    { cacheBytes: -1 },
+    { cacheBytes: 0.5 },
   ];
   for (const overrides of bad) {
     assert.throws(() => new Sessions(config(overrides)), JSON.stringify(overrides));

@@ -1,0 +1,34 @@
+/**
+ * A pooled connection must not keep a large answer's receive buffer once the answer is done
+ * (postgres.js kept a view of its last received buffer until the connection's next message:
+ * after a 24 MiB row, 24 MiB per idle connection; patches/postgres@3.4.9.patch). Measured in a
+ * process of its own through a real cluster.
+ */
+import assert from "node:assert/strict";
+import { emptyDb, stopDb } from "../helpers/db.ts";
+
+const PROBE = new URL("../fixtures/conn_buffer_probe.ts", import.meta.url).pathname;
+const MIB = 24;
+
+Deno.test("a connection keeps no large receive buffer after a large row", async () => {
+  const uri = await emptyDb("conn_buffers");
+  try {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--v8-flags=--expose-gc", PROBE, uri, String(MIB)],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const r = JSON.parse(text.trim().split("\n").at(-1)!);
+    const row = MIB * 1024 * 1024 + 2; // a JSON string: the text and its quotes
+    assert.equal(r.small, row + 2); // [row]
+    assert.equal(r.streamed, row + 4); // [0,row]
+    // The row passed through (≥ 24 MiB external while it was read); afterwards, with the
+    // connection open and idle, external memory is back near where it was.
+    assert.ok(r.afterSmall < r.base + 4, text);
+    assert.ok(r.afterStream < r.base + 4, text);
+  } finally {
+    await stopDb();
+  }
+});

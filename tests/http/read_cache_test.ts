@@ -1,0 +1,77 @@
+/**
+ * The compiled-read cache (src/http/svc.ts) is bounded by entries and by estimated bytes: through
+ * real HTTP, more distinct reads than it holds leave it at its caps, and the class itself evicts
+ * least recently used entries to stay within both.
+ */
+import assert from "node:assert/strict";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { startServer } from "../helpers/server.ts";
+import {
+  type CachedRead,
+  ReadCache,
+  readCacheEntryBytes,
+  readCacheStats,
+} from "../../src/http/svc.ts";
+import type { AppState } from "../../src/runtime.ts";
+
+Deno.test("read cache: distinct requests never grow it past 1000 entries or 8 MiB", async () => {
+  const uri = await chinookDb("read_cache");
+  const srv = await startServer(uri);
+  try {
+    for (let i = 1; i <= 1100; i++) {
+      const res = await srv.post("/svc", { relation: "track", where: ["=", "track_id", i] });
+      const rows = await res.json();
+      assert.equal(res.status, 200);
+      assert.equal(rows[0].track_id, i);
+      if (i % 100 === 0) {
+        const s = readCacheStats();
+        assert.ok(s.size <= 1000 && s.bytes <= 8 * 1024 * 1024, JSON.stringify(s));
+      }
+    }
+    const s = readCacheStats();
+    assert.equal(s.size, 1000);
+    assert.ok(s.bytes > 0 && s.bytes <= 8 * 1024 * 1024);
+  } finally {
+    await srv.stop();
+    await stopDb();
+  }
+});
+
+const state = {} as AppState;
+const stmt = (sqlChars: number): CachedRead => ({
+  sql: "s".repeat(sqlChars),
+  params: [1],
+  small: true,
+});
+
+Deno.test("read cache: bounded by bytes before entries, least recently used out first", () => {
+  const one = readCacheEntryBytes("k00", stmt(1000));
+  const cache = new ReadCache(100, one * 3);
+  cache.get(state, "k00"); // binds the cache to this state
+  for (let i = 0; i < 3; i++) cache.set(`k0${i}`, stmt(1000));
+  assert.deepEqual(cache.stats(), { size: 3, bytes: one * 3 });
+  assert.ok(cache.get(state, "k00")); // k00 is now the most recent
+  cache.set("k03", stmt(1000)); // evicts k01
+  assert.equal(cache.get(state, "k01"), undefined);
+  assert.ok(cache.get(state, "k00") && cache.get(state, "k02") && cache.get(state, "k03"));
+  assert.ok(cache.stats().bytes <= one * 3);
+  cache.set("big", stmt(one * 3)); // larger than the whole budget: not cached, nothing evicted
+  assert.equal(cache.get(state, "big"), undefined);
+  assert.equal(cache.stats().size, 3);
+  cache.set("k03", stmt(2000)); // replacing an entry recounts its bytes
+  assert.ok(cache.stats().bytes <= one * 3);
+  assert.equal(cache.stats().size, 2);
+});
+
+Deno.test("read cache: bounded by entries; a new state empties it", () => {
+  const cache = new ReadCache(5);
+  cache.get(state, "x");
+  for (let i = 0; i < 20; i++) {
+    cache.set(`k${i}`, stmt(10));
+    assert.ok(cache.stats().size <= 5);
+  }
+  assert.ok(cache.get(state, "k19"));
+  assert.equal(cache.get(state, "k0"), undefined);
+  assert.equal(cache.get({} as AppState, "k19"), undefined);
+  assert.deepEqual(cache.stats(), { size: 0, bytes: 0 });
+});
