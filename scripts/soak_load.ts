@@ -37,6 +37,8 @@ export interface SoakOptions {
   v8Flags?: string;
   /** `pg.pool_size` (default 10). */
   pool?: number;
+  /** `http.workers` (default: svc's own default, one per core). */
+  workers?: number;
 }
 
 const SECRET = "soak-secret-soak-secret-soak-secret-0123456789";
@@ -94,6 +96,7 @@ export async function soak(minutes: number, connections: number, opts: SoakOptio
       `--secrets.dir=${secrets}`,
       `--pg.query.wellknown_path=${WELLKNOWN}`,
       `--pg.pool_size=${opts.pool ?? 10}`,
+      ...(opts.workers ? [`--http.workers=${opts.workers}`] : []),
       "--logging.level=error",
     ],
     stdout: "inherit",
@@ -252,12 +255,14 @@ export async function soakLoadMain(args: string[]): Promise<never> {
       heap: { type: "boolean", default: false },
       "v8-flags": { type: "string", default: "" },
       pool: { type: "string", default: "10" },
+      workers: { type: "string" },
     },
   });
   const result = await soak(Number(values.minutes), Number(values.connections), {
     heap: values.heap,
     v8Flags: values["v8-flags"],
     pool: Number(values.pool),
+    workers: values.workers === undefined ? undefined : Number(values.workers),
   });
   const out = new URL("../bench/results/soak.json", import.meta.url).pathname;
   await Deno.writeTextFile(
