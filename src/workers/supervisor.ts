@@ -50,6 +50,18 @@ function listenError(kind: string, message: string): Error {
   return E ? new E(message) : new Error(message);
 }
 
+/** How long the supervisor waits for a worker's figures (health, metrics). */
+export const REPORT_TIMEOUT_MS = 500;
+
+/** `p`, or null when it takes longer than {@link REPORT_TIMEOUT_MS}. */
+function withTimeout<T>(p: Promise<T>): Promise<T | null> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<null>((r) => (timer = setTimeout(() => r(null), REPORT_TIMEOUT_MS))),
+  ]).finally(() => clearTimeout(timer));
+}
+
 /** `pg.pool_size` split over `count` workers (the first ones get the remainder). */
 export function poolSlices(total: number, count: number): number[] {
   return Array.from(
@@ -166,12 +178,15 @@ export async function supervise(
 
   const collect = async (what: ReportKind): Promise<unknown[]> => {
     const id = ++seq;
-    const values = await Promise.all(handles.map((h) => h.report(id, what)));
+    // A worker that does not answer within REPORT_TIMEOUT_MS is left out (health must answer).
+    const values = await Promise.all(handles.map((h) => withTimeout(h.report(id, what))));
     if (what !== "metrics") return values;
     // The supervisor's own figures: reloads (workers count requests, pools, caches).
     const own = await registry.getMetricsAsJSON();
     values.push(own.filter((m) => m.name.startsWith("svc_reload")));
-    const merged = client.AggregatorRegistry.aggregate(values as object[]);
+    const merged = client.AggregatorRegistry.aggregate(
+      values.filter((v) => v !== null) as object[],
+    );
     return [await merged.metrics()];
   };
 
