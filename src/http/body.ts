@@ -114,8 +114,17 @@ export async function readBodyBytes(
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 
+/** Bodies up to this many bytes that are all ASCII are decoded without TextDecoder. */
+const ASCII_MAX = 2048;
+
 /** Decodes UTF-8 strictly: invalid bytes are 400 QUERY_INVALID. */
 export function decodeUtf8(bytes: Uint8Array): string {
+  if (bytes.length <= ASCII_MAX) {
+    // ASCII fast path (a query is usually ASCII): valid UTF-8 as it is, one byte per character.
+    let i = 0;
+    while (i < bytes.length && bytes[i] < 0x80) i++;
+    if (i === bytes.length) return String.fromCharCode.apply(null, bytes as unknown as number[]);
+  }
   try {
     return strict.decode(bytes);
   } catch {
