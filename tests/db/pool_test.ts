@@ -95,6 +95,43 @@ Deno.test("pool: close() does not wait for held reservations", async () => {
   assert.ok(performance.now() - t0 < 2000, `close took ${performance.now() - t0} ms`);
 });
 
+Deno.test("pool: text parameters of every length and script arrive intact (patched encoder)", async () => {
+  const uri = await chinookDb();
+  const db = new Database(uri, 1);
+  try {
+    const values = [
+      "",
+      "a",
+      "é",
+      "a".repeat(63) + "é",
+      "a".repeat(64),
+      "é" + "a".repeat(63),
+      "a".repeat(65) + "ü",
+      "名前",
+      "🎵".repeat(40),
+      "x".repeat(5000),
+      "mixed ascii then 名前 then ascii",
+    ];
+    const statements = values.map((v) => ({
+      sql: "select $1::text as v, octet_length($1::text) as n",
+      params: [v],
+    }));
+    const results = await db.pipeline(anon, statements);
+    results.forEach(([row], i) => {
+      assert.equal(row.v, values[i]);
+      assert.equal(row.n, new TextEncoder().encode(values[i]).length);
+    });
+    // Statement text (Parse) with non-ASCII.
+    const [[row]] = await db.pipeline(anon, [{
+      sql: "select 'ünï' || $1::text as v",
+      params: ["ß"],
+    }]);
+    assert.equal(row.v, "ünïß");
+  } finally {
+    await db.close();
+  }
+});
+
 Deno.test("pool: stop", async () => {
   await stopDb();
 });
