@@ -465,6 +465,76 @@ export function jsonArray(rows: Uint8Array[]): Uint8Array {
   return concat(parts);
 }
 
+/**
+ * A read known to fit one batch (limit or unique key): begin, role switch, query and commit sent
+ * in one burst, one round trip. Each is awaited in protocol order (all settle before an error is
+ * thrown; the first failure is the root cause), with one cancel listener for the query: fewer
+ * promises than Promise.all/allSettled over them, on the hottest path.
+ */
+async function smallRead(
+  db: Database,
+  lease: Lease,
+  who: RequestRole,
+  sql: string,
+  params: unknown[],
+): Promise<Uint8Array> {
+  const conn = lease.conn;
+  const begin = conn.unsafe("begin").execute();
+  const role = conn.unsafe(SET_ROLE, [
+    who.role,
+    JSON.stringify(who.claims),
+    String(db.statementTimeout),
+    who.requestId ?? "",
+  ], { prepare: true }).execute();
+  const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
+    .execute();
+  const commit = conn.unsafe("commit").execute();
+  const signal = who.signal;
+  let onAbort: (() => void) | undefined;
+  if (signal) {
+    if (signal.aborted) q.cancel();
+    else {
+      onAbort = () => q.cancel();
+      signal.addEventListener("abort", onAbort, { once: true });
+    }
+  }
+  let failure: { error: unknown } | undefined;
+  let rows: Uint8Array[][] = [];
+  try {
+    try {
+      await begin;
+    } catch (e) {
+      failure = { error: e };
+    }
+    try {
+      await role;
+    } catch (e) {
+      failure ??= { error: roleError(e) };
+    }
+    try {
+      rows = await q as unknown as Uint8Array[][];
+    } catch (e) {
+      failure ??= { error: e };
+    }
+    try {
+      await commit;
+    } catch (e) {
+      failure ??= { error: e };
+    }
+  } finally {
+    if (onAbort) signal!.removeEventListener("abort", onAbort);
+    lease.release(failure === undefined);
+  }
+  if (failure) throw failure.error;
+  const parts: Uint8Array[] = [OPEN];
+  for (let i = 0; i < rows.length; i++) {
+    if (i) parts.push(COMMA);
+    parts.push(rows[i][0]);
+  }
+  parts.push(CLOSE);
+  return concat(parts);
+}
+
 /** Rows fetched per round trip of a read; a first batch smaller than this ends the read. */
 export const FETCH_BATCH = 1000;
 
@@ -490,26 +560,7 @@ export async function readJson(
   const lease = await db.acquire(who.signal);
 
   const conn = lease.conn;
-  if (opts.small) {
-    // Known to fit one batch (limit or unique key): begin, role, query, commit in one burst.
-    let ok = false;
-    try {
-      const started = prelude(conn, who, db.statementTimeout);
-      const q = cancellable(
-        conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
-        who.signal,
-      ).execute();
-      const commit = conn.unsafe("commit").execute();
-      const settled = await Promise.allSettled([started, q, commit]);
-      for (const x of settled) if (x.status === "rejected") throw x.reason;
-      ok = true;
-      return jsonArray(
-        (settled[1] as PromiseFulfilledResult<Uint8Array[][]>).value.map((r) => r[0]),
-      );
-    } finally {
-      lease.release(ok);
-    }
-  }
+  if (opts.small) return await smallRead(db, lease, who, sql, params);
   const started = prelude(conn, who, db.statementTimeout);
   const declare = cancellable(
     conn.unsafe(
