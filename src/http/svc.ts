@@ -88,19 +88,26 @@ function countJoins(node: RelationNode): number {
 }
 
 /** A compiled plain read and whether it fits one fetch batch. */
-interface CachedRead extends Statement {
+export interface CachedRead extends Statement {
   small: boolean;
+  /** The cache's insertion count when the entry was last moved to the young end. */
+  at?: number;
 }
 
 /**
  * Compiled plain reads by (state, role, request text): a repeated request skips parsing,
- * validation and SQL generation. Bounded (LRU); emptied when a reload swaps the state.
+ * validation and SQL generation. Bounded, nearly LRU: a hit moves its entry to the young end only
+ * once half the cache was inserted since its last move (so a hot entry is never the oldest, and
+ * most hits cost one lookup); emptied when a reload swaps the state.
  */
-class ReadCache {
+export class ReadCache {
   #state: AppState | null = null;
   #map = new Map<string, CachedRead>();
+  #inserted = 0;
+  /** An empty cache of at most `max` entries. */
   constructor(readonly max = 1000) {}
 
+  /** The entry of `key` for `state` (a new state empties the cache). */
   get(state: AppState, key: string): CachedRead | undefined {
     if (state !== this.#state) {
       this.#state = state;
@@ -108,15 +115,18 @@ class ReadCache {
       return undefined;
     }
     const hit = this.#map.get(key);
-    if (hit) {
+    if (hit && this.#inserted - (hit.at ?? 0) > this.max / 2) {
       this.#map.delete(key);
       this.#map.set(key, hit);
+      hit.at = this.#inserted;
     }
     return hit;
   }
 
+  /** Adds an entry, evicting the oldest when full. */
   set(key: string, stmt: CachedRead): void {
     if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
+    stmt.at = ++this.#inserted;
     this.#map.set(key, stmt);
   }
 }
