@@ -225,7 +225,8 @@ export const KEYS: KeySpec[] = [
     key: "http.body_timeout",
     kind: "int",
     default: 30,
-    doc: "Seconds a request body may stall between two chunks before 408 HTTP_BODY_TIMEOUT.",
+    doc:
+      "Seconds a request body may stall between two chunks (one of at most 16 KiB: to arrive whole) before 408 HTTP_BODY_TIMEOUT.",
   },
   {
     key: "http.static.path",

@@ -9,7 +9,7 @@ import type { Config } from "../config/load.ts";
 import type { Database, PoolStats, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
 import { SvcError } from "../errors.ts";
-import type { Runtime } from "../runtime.ts";
+import type { AppState, Runtime } from "../runtime.ts";
 import { log } from "../log.ts";
 import { errorResponse } from "./errors.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
@@ -26,7 +26,7 @@ import { bindMetricSources, observeDbError, observeRequest } from "../metrics.ts
 import { uncaughtErrors } from "../guard.ts";
 import { metricsResponse } from "./metrics.ts";
 import { playgroundResponse } from "./playground.ts";
-import { httpSurface } from "./surface.ts";
+import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
 import { checkAssumable } from "../auth/assume.ts";
 
@@ -90,7 +90,76 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const statics = staticDirs(cfg.http.static.path);
   app.use("*", httpSurface(cfg));
 
-  // Access log, hold-during-reload, session resolution.
+  // Access log, hold-during-reload, session resolution: shared by the Hono middleware below and
+  // the direct path of GET/POST /svc (at the end).
+  /** The request's identity: its session's role and claims, and its cancel signal. */
+  const identify = async (
+    req: Request,
+    rid: string,
+    gate: { signal: AbortSignal },
+  ): Promise<{ who: RequestRole; anonymous: boolean; setCookie: string | null }> => {
+    const session = await sessions.resolve(req.headers.get("cookie"));
+    // A client that goes away cancels its statement, as reload and shutdown do (also while a
+    // large answer streams). A plain controller fed by two listeners: AbortSignal.any measured
+    // dearer per request. Both sources belong to this request alone (the shared UNGATED one of
+    // health requests never aborts and gets no listener), so nothing outlives the request.
+    const ac = new AbortController();
+    const signal = ac.signal;
+    const client = req.signal;
+    const onAbort = (e: Event) => ac.abort((e.target as AbortSignal).reason);
+    if (gate.signal.aborted) ac.abort(gate.signal.reason);
+    else if (client.aborted) ac.abort(client.reason);
+    else {
+      if (gate !== UNGATED) gate.signal.addEventListener("abort", onAbort, { once: true });
+      client.addEventListener("abort", onAbort, { once: true });
+    }
+    const claims = session.claims;
+    return {
+      who: claims
+        ? { role: claims.role, claims, signal, requestId: rid }
+        : { role: cfg.pg.query.anonymous_role, claims: null, signal, requestId: rid },
+      anonymous: !claims,
+      setCookie: session.setCookie,
+    };
+  };
+  /**
+   * Adds the session cookie and the request id to a response (copying one whose headers are
+   * immutable), counts it and writes the access line. Returns the response to send.
+   */
+  const finishRequest = (
+    res: Response,
+    t: {
+      t0: number;
+      rid: string;
+      kind: PathKind;
+      method: string;
+      path: string;
+      setCookie: string | null;
+      role: string | undefined;
+    },
+  ): Response => {
+    if (t.setCookie) res.headers.append("set-cookie", t.setCookie);
+    try {
+      res.headers.set("x-request-id", t.rid);
+    } catch {
+      // Immutable headers (e.g. Response.redirect): copy the response to add ours.
+      res = new Response(res.body, res);
+      res.headers.set("x-request-id", t.rid);
+    }
+    const ms = performance.now() - t.t0;
+    if (cfg.http.metrics.enable) observeRequest(t.kind, res.status, ms / 1000);
+    log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
+      method: t.method,
+      path: t.path,
+      kind: t.kind,
+      status: res.status,
+      duration_ms: Math.round(ms * 100) / 100,
+      role: t.role,
+      request_id: t.rid,
+    });
+    return res;
+  };
+
   app.use("*", async (c, next) => {
     const t0 = performance.now();
     const rid = requestId(c.req.header("x-request-id"));
@@ -101,98 +170,62 @@ export function createApp(deps: AppDeps): Hono<Env> {
     c.set("anonymous", true);
     c.set("setCookie", null);
     try {
-      const session = await sessions.resolve(c.req.header("cookie") ?? null);
-      c.set("setCookie", session.setCookie);
-      // A client that goes away cancels its statement, as reload and shutdown do (also while a
-      // large answer streams). A plain controller fed by two listeners: AbortSignal.any measured
-      // dearer per request. Both sources belong to this request alone (the shared UNGATED one of
-      // health requests never aborts and gets no listener), so nothing outlives the request.
-      const ac = new AbortController();
-      const signal = ac.signal;
-      const client = c.req.raw.signal;
-      const onAbort = (e: Event) => ac.abort((e.target as AbortSignal).reason);
-      if (gate.signal.aborted) ac.abort(gate.signal.reason);
-      else if (client.aborted) ac.abort(client.reason);
-      else {
-        if (gate !== UNGATED) gate.signal.addEventListener("abort", onAbort, { once: true });
-        client.addEventListener("abort", onAbort, { once: true });
-      }
-      if (session.claims) {
-        c.set("who", {
-          role: session.claims.role,
-          claims: session.claims,
-          signal,
-          requestId: rid,
-        });
-        c.set("anonymous", false);
-      } else {
-        c.set("who", {
-          role: cfg.pg.query.anonymous_role,
-          claims: null,
-          signal,
-          requestId: rid,
-        });
-      }
+      const id = await identify(c.req.raw, rid, gate);
+      c.set("setCookie", id.setCookie);
+      c.set("who", id.who);
+      c.set("anonymous", id.anonymous);
       try {
         // A token naming the connecting role would run as the authenticator itself.
-        if (session.claims) checkAssumable(session.claims.role, runtime.state?.schema.currentUser);
+        if (!id.anonymous) checkAssumable(id.who.role, runtime.state?.schema.currentUser);
         await next();
       } catch (e) {
         // Thrown past the handlers (not found): answer here so the access line has the status.
-        c.res = onError(e as Error, c);
+        c.res = onError(e as Error, c.get("anonymous"));
       }
     } finally {
       gate.leave();
-      const setCookie = c.get("setCookie");
-      if (setCookie && c.res) c.res.headers.append("set-cookie", setCookie);
-      try {
-        c.res.headers.set("x-request-id", rid);
-      } catch {
-        // Immutable headers (e.g. Response.redirect): copy the response to add ours.
-        c.res = new Response(c.res.body, c.res);
-        c.res.headers.set("x-request-id", rid);
-      }
-      const ms = performance.now() - t0;
-      const kind = c.get("kind");
-      if (cfg.http.metrics.enable) observeRequest(kind, c.res.status, ms / 1000);
-      log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
+      const res = c.res;
+      const out = finishRequest(res, {
+        t0,
+        rid,
+        kind: c.get("kind"),
         method: c.req.method,
         path: c.req.path,
-        kind,
-        status: c.res.status,
-        duration_ms: Math.round(ms * 100) / 100,
+        setCookie: c.get("setCookie"),
         role: c.get("who")?.role,
-        request_id: rid,
       });
+      if (out !== res) {
+        c.res = undefined;
+        c.res = out;
+      }
     }
   });
 
   // Declared routes, then middleware ahead of /svc and static files (DECISIONS.md §6).
   const routes = routeHandler({ cfg, db, sessions, hooks: deps.routeHooks });
+  /** Whether declared routes or middleware may apply to a path. */
+  const routed = (state: AppState | null, path: string): state is AppState =>
+    state !== null &&
+    (state.routes.routes.length > 0 || state.routes.middleware.length > 0) &&
+    path !== "/auth" && !path.startsWith("/auth/") && !path.startsWith("/svc/health");
   app.use("*", async (c, next) => {
     const state = runtime.state;
-    const path = c.req.path;
-    if (
-      !state || (state.routes.routes.length === 0 && state.routes.middleware.length === 0) ||
-      path === "/auth" || path.startsWith("/auth/") || path.startsWith("/svc/health")
-    ) {
-      return await next();
-    }
+    if (!routed(state, c.req.path)) return await next();
     const call = { request: c.req.raw, who: c.get("who"), anonymous: c.get("anonymous") };
-    const routed = await routes.route(state, call);
-    if (routed) c.set("kind", "route");
-    const done = routed ?? await routes.ahead(state, call);
+    const route = await routes.route(state, call);
+    if (route) c.set("kind", "route");
+    const done = route ?? await routes.ahead(state, call);
     if (!done) return await next();
     if (done.session) c.set("setCookie", null);
     return done.response;
   });
-  app.onError((e, c) => onError(e, c));
-  function onError(e: Error, c: Context<Env>): Response {
+  app.onError((e, c) => onError(e, c.get("anonymous")));
+  function onError(e: Error, anonymous: boolean | undefined): Response {
     if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
       log.error("unhandled error: {error}", { error: (e as Error).stack ?? String(e) });
     }
     observeDbError((e as { code?: unknown }).code);
-    return errorResponse(e, errCtx(c.get("anonymous") ?? true));
+    return errorResponse(e, errCtx(anonymous ?? true));
   }
 
   // Health never waits for the request pool: live needs no database, ready asks through the
@@ -281,5 +314,64 @@ export function createApp(deps: AppDeps): Hono<Env> {
     if (file) return file;
     throw new SvcError("HTTP_NOT_FOUND", "not found");
   });
+
+  // GET and POST /svc directly: the steps of the middleware above (surface, access, routes and
+  // middleware ahead of /svc) and of the handlers, in the same order, without Hono's router,
+  // context and middleware chain. Every other request (HEAD, OPTIONS, /svc/…) goes through Hono.
+  const direct = async (req: Request, method: "GET" | "POST"): Promise<Response> => {
+    const path = "/svc";
+    const early = surfaceAnswer(cfg, req, path);
+    if (early) return early;
+    const t0 = performance.now();
+    const rid = requestId(req.headers.get("x-request-id"));
+    let kind = pathKind(method, path);
+    const gate = await runtime.enter();
+    let anonymous = true;
+    let setCookie: string | null = null;
+    let who: RequestRole | undefined;
+    let res: Response;
+    try {
+      const id = await identify(req, rid, gate);
+      ({ who, anonymous, setCookie } = id);
+      if (!anonymous) checkAssumable(who.role, runtime.state?.schema.currentUser);
+      const state = runtime.state;
+      let done = null;
+      if (routed(state, path)) {
+        const call = { request: req, who, anonymous };
+        const route = await routes.route(state, call);
+        if (route) kind = "route";
+        done = route ?? await routes.ahead(state, call);
+      }
+      if (done) {
+        if (done.session) setCookie = null;
+        res = done.response;
+      } else {
+        const ctx = svcContext(anonymous, who);
+        res = method === "POST"
+          ? await handlePost(ctx, req)
+          : await handleGet(ctx, new URL(req.url));
+      }
+    } catch (e) {
+      res = onError(e as Error, anonymous);
+    } finally {
+      gate.leave();
+    }
+    res = finishRequest(res, { t0, rid, kind, method, path, setCookie, role: who?.role });
+    return surfaceDecorate(cfg, req, path, res);
+  };
+  const viaHono = app.fetch;
+  app.fetch = (req, env, executionCtx) => {
+    const method = req.method;
+    if ((method === "POST" || method === "GET") && isSvcUrl(req.url)) return direct(req, method);
+    return viaHono(req, env, executionCtx);
+  };
   return app;
+}
+
+/** Whether a request URL's path is exactly `/svc` (a query string may follow). */
+export function isSvcUrl(url: string): boolean {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0 || !url.startsWith("/svc", start)) return false;
+  const end = start + 4;
+  return end === url.length || url.charCodeAt(end) === 63; // "?"
 }

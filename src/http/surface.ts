@@ -11,46 +11,67 @@ import { applyCors, corsApplies, isPreflight, preflight } from "./cors.ts";
 import { cspFor, isHtml, newNonce } from "./csp.ts";
 import { errorResponse } from "./errors.ts";
 
+/**
+ * The surface's answer before the request proper: 431 for oversized headers, or the answer to a
+ * CORS preflight; null to proceed.
+ */
+export function surfaceAnswer(cfg: Config, req: Request, path: string): Response | null {
+  let size = 0;
+  for (const [k, v] of req.headers) size += k.length + v.length + 4;
+  if (size > cfg.http.max_header_size) {
+    return finish(
+      errorResponse(
+        new SvcError(
+          "HTTP_HEADERS_TOO_LARGE",
+          `request headers exceed ${cfg.http.max_header_size} bytes`,
+        ),
+        { dev: cfg.dev, anonymous: true },
+      ),
+    );
+  }
+  if (corsApplies(path) && isPreflight(req)) return finish(preflight(cfg.http.cors, req));
+  return null;
+}
+
+/**
+ * The surface's headers on a response (CORS, nosniff, CSP on HTML); a response whose headers
+ * are immutable (a fetched one) is copied first. Returns the response to send.
+ */
+export function surfaceDecorate(cfg: Config, req: Request, path: string, res: Response): Response {
+  const { cors, csp } = cfg.http;
+  const withCors = corsApplies(path);
+  const decorate = (h: Headers) => {
+    if (withCors) applyCors(cors, req.headers.get("origin"), h);
+    h.set("x-content-type-options", "nosniff");
+    if (isHtml(h.get("content-type")) && !h.has("content-security-policy")) {
+      h.set("content-security-policy", cspFor(csp, newNonce()));
+    }
+  };
+  try {
+    decorate(res.headers);
+  } catch {
+    // Immutable headers (a fetched response): copy it.
+    res = new Response(res.body, res);
+    decorate(res.headers);
+  }
+  return res;
+}
+
 /** The middleware for a configuration (register it before every other one). */
 export function httpSurface(cfg: Config): MiddlewareHandler {
-  const { cors, csp } = cfg.http;
   return async (c, next) => {
     const req = c.req.raw;
-    let size = 0;
-    for (const [k, v] of req.headers) size += k.length + v.length + 4;
-    if (size > cfg.http.max_header_size) {
-      return finish(
-        errorResponse(
-          new SvcError(
-            "HTTP_HEADERS_TOO_LARGE",
-            `request headers exceed ${cfg.http.max_header_size} bytes`,
-          ),
-          { dev: cfg.dev, anonymous: true },
-        ),
-      );
-    }
-    const withCors = corsApplies(c.req.path);
-    if (withCors && isPreflight(req)) return finish(preflight(cors, req));
+    const early = surfaceAnswer(cfg, req, c.req.path);
+    if (early) return early;
     // The body's idle timeout (408) is applied where bodies are read (readBodyBytes, and
     // decodeMultipart with its own), not by wrapping every request's stream here: measured,
     // the wrapper cost a quarter of a primary-key read's throughput.
     await next();
-    let res = c.res;
-    try {
-      decorate(res.headers);
-    } catch {
-      // Immutable headers (a fetched response): copy it.
-      res = new Response(res.body, res);
-      decorate(res.headers);
+    const res = c.res;
+    const out = surfaceDecorate(cfg, req, c.req.path, res);
+    if (out !== res) {
       c.res = undefined;
-      c.res = res;
-    }
-    function decorate(h: Headers) {
-      if (withCors) applyCors(cors, req.headers.get("origin"), h);
-      h.set("x-content-type-options", "nosniff");
-      if (isHtml(h.get("content-type")) && !h.has("content-security-policy")) {
-        h.set("content-security-policy", cspFor(csp, newNonce()));
-      }
+      c.res = out;
     }
   };
 }

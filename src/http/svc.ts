@@ -90,17 +90,22 @@ function countJoins(node: RelationNode): number {
 /** A compiled plain read and whether it fits one fetch batch. */
 export interface CachedRead extends Statement {
   small: boolean;
+  /** The cache's insertion count when the entry was last moved to the young end. */
+  at?: number;
 }
 
 /**
  * Compiled plain reads by (state, role, request text): a repeated request skips parsing,
- * validation and SQL generation. Bounded (LRU) by entries and by estimated bytes
- * ({@link readCacheEntryBytes}); emptied when a reload swaps the state.
+ * validation and SQL generation. Bounded by entries and by estimated bytes
+ * ({@link readCacheEntryBytes}), nearly LRU: a hit moves its entry to the young end only once half
+ * the cache was inserted since its last move (so a hot entry is never the oldest, and most hits
+ * cost one lookup); emptied when a reload swaps the state.
  */
 export class ReadCache {
   #state: AppState | null = null;
   #map = new Map<string, CachedRead>();
   #bytes = 0;
+  #inserted = 0;
 
   /** A cache of at most `max` entries and `maxBytes` estimated bytes. */
   constructor(readonly max = 1000, readonly maxBytes = 8 * 1024 * 1024) {}
@@ -114,14 +119,15 @@ export class ReadCache {
       return undefined;
     }
     const hit = this.#map.get(key);
-    if (hit) {
+    if (hit && this.#inserted - (hit.at ?? 0) > this.max / 2) {
       this.#map.delete(key);
       this.#map.set(key, hit);
+      hit.at = this.#inserted;
     }
     return hit;
   }
 
-  /** Caches `stmt` for `key`, evicting the least recently used entries to stay within bounds. */
+  /** Caches `stmt` for `key`, evicting the oldest entries to stay within bounds. */
   set(key: string, stmt: CachedRead): void {
     const bytes = readCacheEntryBytes(key, stmt);
     if (bytes > this.maxBytes) return;
@@ -129,6 +135,7 @@ export class ReadCache {
     while (this.#map.size && (this.#map.size >= this.max || this.#bytes + bytes > this.maxBytes)) {
       this.#drop(this.#map.keys().next().value!);
     }
+    stmt.at = ++this.#inserted;
     this.#map.set(key, stmt);
     this.#bytes += bytes;
   }

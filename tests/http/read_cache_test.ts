@@ -44,16 +44,15 @@ const stmt = (sqlChars: number): CachedRead => ({
   small: true,
 });
 
-Deno.test("read cache: bounded by bytes before entries, least recently used out first", () => {
+Deno.test("read cache: bounded by bytes before entries, oldest out first", () => {
   const one = readCacheEntryBytes("k00", stmt(1000));
   const cache = new ReadCache(100, one * 3);
   cache.get(state, "k00"); // binds the cache to this state
   for (let i = 0; i < 3; i++) cache.set(`k0${i}`, stmt(1000));
   assert.deepEqual(cache.stats(), { size: 3, bytes: one * 3 });
-  assert.ok(cache.get(state, "k00")); // k00 is now the most recent
-  cache.set("k03", stmt(1000)); // evicts k01
-  assert.equal(cache.get(state, "k01"), undefined);
-  assert.ok(cache.get(state, "k00") && cache.get(state, "k02") && cache.get(state, "k03"));
+  cache.set("k03", stmt(1000)); // evicts k00, the oldest (a hit moves an entry only later on)
+  assert.equal(cache.get(state, "k00"), undefined);
+  assert.ok(cache.get(state, "k01") && cache.get(state, "k02") && cache.get(state, "k03"));
   assert.ok(cache.stats().bytes <= one * 3);
   cache.set("big", stmt(one * 3)); // larger than the whole budget: not cached, nothing evicted
   assert.equal(cache.get(state, "big"), undefined);
@@ -74,4 +73,34 @@ Deno.test("read cache: bounded by entries; a new state empties it", () => {
   assert.equal(cache.get(state, "k0"), undefined);
   assert.equal(cache.get({} as AppState, "k19"), undefined);
   assert.deepEqual(cache.stats(), { size: 0, bytes: 0 });
+});
+
+const named = (sql: string): CachedRead => ({ sql, params: [], small: true });
+
+Deno.test("read cache: bounded; an entry hit between insertions is never evicted", () => {
+  const state = {} as AppState;
+  const cache = new ReadCache(4);
+  cache.get(state, "x"); // binds the state
+  cache.set("hot", named("hot"));
+  for (let i = 0; i < 50; i++) {
+    cache.set(`cold${i}`, named(`cold${i}`));
+    assert.equal(cache.get(state, "hot")?.sql, "hot", `after ${i + 1} insertions`);
+  }
+  // Only the last three cold entries are left besides the hot one.
+  assert.equal(cache.get(state, "cold46"), undefined);
+  for (const k of ["cold47", "cold48", "cold49"]) assert.equal(cache.get(state, k)?.sql, k);
+  // Without hits, insertion order decides.
+  cache.set("new1", named("new1"));
+  assert.equal(cache.get(state, "hot")?.sql, "hot");
+  assert.equal(cache.get(state, "cold47"), undefined);
+});
+
+Deno.test("read cache: another state (a reload) empties it", () => {
+  const cache = new ReadCache(4);
+  const a = {} as AppState;
+  cache.get(a, "k");
+  cache.set("k", named("k"));
+  assert.equal(cache.get(a, "k")?.sql, "k");
+  assert.equal(cache.get({} as AppState, "k"), undefined);
+  assert.equal(cache.get(a, "k"), undefined);
 });

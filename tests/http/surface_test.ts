@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer, type TestServer } from "../helpers/server.ts";
+import { WHOLE_BODY_MAX } from "../../src/http/body.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-static-" });
 const d1 = `${root}/one`, d2 = `${root}/two`, outside = `${root}/outside`;
@@ -328,6 +329,42 @@ Deno.test("limits: oversized headers → 431; a stalled body → 408 without hol
   );
   assert.equal(over.status, 413);
   assert.match(over.text, /HTTP_BODY_TOO_LARGE/);
+});
+
+Deno.test("limits: bodies read as a stream (over 16 KiB, or chunked) → 408 when stalled; a large one is read whole", async () => {
+  // Announced larger than WHOLE_BODY_MAX: read chunk by chunk, stalls after the first chunk.
+  const prefix = '{"relation": "genre", "limit": 1, "x": "';
+  const large = raw(
+    srv,
+    "POST /svc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+      `Content-Length: ${WHOLE_BODY_MAX + 100}\r\nConnection: close\r\n`,
+    prefix,
+  );
+  // Chunked (no length): the same stream path.
+  const chunked = raw(
+    srv,
+    "POST /svc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+      "Transfer-Encoding: chunked\r\nConnection: close\r\n",
+    'a\r\n{"relation\r\n',
+  );
+  for (const stalled of [await large, await chunked]) {
+    assert.equal(stalled.status, 408);
+    assert.match(stalled.text, /HTTP_BODY_TIMEOUT/);
+  }
+  // A complete body over WHOLE_BODY_MAX is read and answered.
+  const pad = "y".repeat(WHOLE_BODY_MAX + 100 - prefix.length - 2);
+  const body = `${prefix}${pad}"}`;
+  assert.equal(new TextEncoder().encode(body).length, WHOLE_BODY_MAX + 100);
+  const whole = await raw(
+    srv,
+    "POST /svc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+      `Content-Length: ${WHOLE_BODY_MAX + 100}\r\nConnection: close\r\n`,
+    body,
+  );
+  // Read and parsed: the unknown key "x" is the query's error, not the body's.
+  assert.equal(whole.status, 400);
+  assert.match(whole.text, /QUERY_INVALID/);
+  assert.doesNotMatch(whole.text, /HTTP_BODY/);
 });
 
 Deno.test({
