@@ -145,7 +145,7 @@ export async function startCluster(
   const keep = opts.dir !== undefined;
   if (keep) await Deno.mkdir(opts.dir!, { recursive: true });
   const dir = keep ? Deno.realPathSync(opts.dir!) : await Deno.makeTempDir({ prefix: "svc-pg-" });
-  const port = opts.port ?? freePort();
+  let port = opts.port ?? freePort();
   let created = true;
   try {
     Deno.statSync(`${dir}/data/PG_VERSION`);
@@ -157,10 +157,24 @@ export async function startCluster(
   }
   const data = `${dir}/data`;
   if (created) await initCluster(bin, dir, data, port);
-  // The port is given at start: a kept cluster gets a free one each run.
-  await run([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, "-o", `-p ${port}`, "-w", "start"], {
-    asPostgres: true,
-  });
+  // The port is given at start: a kept cluster gets a free one each run. A port picked free can
+  // be taken by another process before PostgreSQL binds it: then try another (twice at most).
+  for (let attempt = 1;; attempt++) {
+    try {
+      await run(
+        [`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, "-o", `-p ${port}`, "-w", "start"],
+        { asPostgres: true },
+      );
+      break;
+    } catch (e) {
+      const log = await Deno.readTextFile(`${dir}/log`).catch(() => "");
+      const tail = log.trim().split("\n").slice(-5).join("\n");
+      if (opts.port !== undefined || attempt >= 3) {
+        throw new Error(`${(e as Error).message}\n${tail}`);
+      }
+      port = freePort();
+    }
+  }
   return clusterHandle(bin, dir, data, port, keep, created);
 }
 
