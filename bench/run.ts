@@ -665,22 +665,29 @@ async function main(): Promise<Report> {
       const ROUNDS = 11;
       const d = Math.max(3, Math.round(DURATION / 3));
       log(`metrics cost: pk_read at 10 connections, metrics on vs off, ${ROUNDS} rounds × ${d} s`);
-      const off = await startSvc({
-        pgUri: uri,
-        poolSize: POOL,
-        wellknownDir,
-        secretsDir,
-        logFile: `${RUN_DIR}/svc-nometrics.log`,
-        flags: ["--http.metrics.enable=false"],
-      });
+      // Two fresh processes alike but for the switch (the main svc's heap and JIT carry every
+      // earlier case), one worker each so that one thread's cost is compared.
+      const variant = (enable: boolean) =>
+        startSvc({
+          pgUri: uri,
+          poolSize: POOL,
+          wellknownDir,
+          secretsDir,
+          logFile: `${RUN_DIR}/svc-metrics-${enable ? "on" : "off"}.log`,
+          flags: [`--http.metrics.enable=${enable}`, "--http.workers=1"],
+        });
+      const on = await variant(true);
+      const off = await variant(false);
       try {
         const bodyFile = `${RUN_DIR}/pk_read.json`;
         const runs = {
-          on: { url: svcUrl, pid: svcPid, cpu: [] as number[], rps: [] as number[] },
+          on: { url: `${on.url}/svc`, pid: on.pid, cpu: [] as number[], rps: [] as number[] },
           off: { url: `${off.url}/svc`, pid: off.pid, cpu: [] as number[], rps: [] as number[] },
         };
         if (WARMUP > 0) {
-          await http({ url: runs.off.url, bodyFile, connections: 10, duration: WARMUP }, useWrk);
+          for (const x of [runs.on, runs.off]) {
+            await http({ url: x.url, bodyFile, connections: 10, duration: WARMUP }, useWrk);
+          }
         }
         for (let round = 0; round < ROUNDS; round++) {
           for (const k of round % 2 ? ["off", "on"] as const : ["on", "off"] as const) {
@@ -718,6 +725,7 @@ async function main(): Promise<Report> {
         );
       } finally {
         await off.stop();
+        await on.stop();
       }
     }
 
