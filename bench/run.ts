@@ -322,6 +322,16 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
 }
 
 /** Duration of a load run: the 100,000-row read at 50 connections needs longer to finish any. */
+/**
+ * Before each run of a write case: its rolled-back rows leave dead tuples behind (tens of
+ * thousands per run), and autovacuum cleaning them up during the next run would charge that run
+ * (svc's or pgbench's, whichever comes next) for the previous one. Every run starts clean instead.
+ */
+async function vacuumFor(c: Case, sql: postgres.Sql): Promise<void> {
+  if (!c.rollback) return;
+  await sql.unsafe("vacuum (analyze) invoice, invoice_line");
+}
+
 function durationFor(c: Case, conns: number, base: number): number {
   return c.id === "big_read" && conns >= 50 ? base * 2 : base;
 }
@@ -499,6 +509,7 @@ async function main(): Promise<Report> {
         };
         result.runs.push(row);
         if (svcWorks) {
+          await vacuumFor(c, sql);
           try {
             const { value: { value, peak }, cpu } = await withCpu(
               svcPid,
@@ -524,6 +535,7 @@ async function main(): Promise<Report> {
         const pgb = (o: Partial<PgbenchRun> & { scriptFile: string; pipeline: boolean }) =>
           pgbench({ ...pgbenchBase, clients: conns, duration, ...o });
         try {
+          await vacuumFor(c, sql);
           const plain = await withCpu(
             null,
             postmaster,
@@ -532,6 +544,7 @@ async function main(): Promise<Report> {
           row.pgbench = plain.value;
           row.pgbench_cpu = plain.cpu;
           if (PIPE_DURATION > 0) {
+            await vacuumFor(c, sql);
             row.pgbench_pipeline = await pgb({
               scriptFile: scripts.pipeline,
               pipeline: true,
@@ -620,6 +633,7 @@ async function main(): Promise<Report> {
             const conns = r.connections;
             const duration = durationFor(CASES.find((x) => x.id === c.id)!, conns, DURATION);
             const row = scaling.find((x) => x.case === c.id && x.connections === conns)!;
+            await vacuumFor(CASES.find((x) => x.id === c.id)!, sql);
             try {
               const { value: { value, peak }, cpu } = await withCpu(
                 other.pid,
