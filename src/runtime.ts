@@ -32,6 +32,7 @@ export class Runtime {
   state: AppState | null = null;
   #inflight = new Set<AbortController>();
   #hold: Promise<void> | null = null;
+  #release: (() => void) | null = null;
   #idle: (() => void) | null = null;
   #reloading: Promise<boolean> | null = null;
   hooks: ReloadHook[] = [];
@@ -107,8 +108,6 @@ export class Runtime {
     this.#release = null;
   }
 
-  #release: (() => void) | null = null;
-
   async #doReload(reason: "startup" | "signal"): Promise<boolean> {
     const t0 = performance.now();
     let next: AppState | undefined;
@@ -123,6 +122,23 @@ export class Runtime {
     } finally {
       this.release(next);
     }
+  }
+}
+
+/**
+ * The startup load: `reload("startup")` until it succeeds, backing off from 250 ms to 5 s between
+ * tries, or until `stopping()` (shutdown began first).
+ */
+export async function loadUntilReady(
+  reload: () => Promise<boolean>,
+  stopping: () => boolean,
+): Promise<void> {
+  let delay = 250;
+  while (!stopping()) {
+    if (await reload()) return;
+    log.warn("database not ready; retrying in {ms} ms", { ms: delay });
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 5000);
   }
 }
 

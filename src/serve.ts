@@ -12,7 +12,7 @@ import { loadSecret } from "./auth/secret.ts";
 import { Sessions } from "./auth/session.ts";
 import { Database, type PoolStats } from "./db/pool.ts";
 import { HealthProbe } from "./db/health.ts";
-import { Runtime } from "./runtime.ts";
+import { loadUntilReady, Runtime } from "./runtime.ts";
 import { type Cluster, createApp } from "./http/server.ts";
 import { installProcessGuard } from "./guard.ts";
 import { announce } from "./startup.ts";
@@ -92,15 +92,9 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     : null;
 
   let stopping = false;
-  const ready = worker ? runtime.loaded : (async () => {
-    let delay = 250;
-    while (!stopping) {
-      if (await runtime.reload("startup")) return;
-      log.warn("database not ready; retrying in {ms} ms", { ms: delay });
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 5000);
-    }
-  })();
+  const ready = worker
+    ? runtime.loaded
+    : loadUntilReady(() => runtime.reload("startup"), () => stopping);
 
   const shutdown = async () => {
     if (stopping) return;

@@ -31,6 +31,20 @@ export interface RequestRole {
   requestId?: string;
 }
 
+/** Sends the transaction's role, claims, statement timeout and request id (one statement). */
+function setRole(
+  conn: postgres.ReservedSql,
+  who: RequestRole,
+  statementTimeout: number,
+): Promise<unknown> {
+  return conn.unsafe(SET_ROLE, [
+    who.role,
+    JSON.stringify(who.claims),
+    String(statementTimeout),
+    who.requestId ?? "",
+  ], { prepare: true }).execute();
+}
+
 /**
  * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
  * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
@@ -41,12 +55,7 @@ function prelude(
   statementTimeout: number,
 ): Promise<unknown> {
   const begin = conn.unsafe("begin").execute();
-  const role = conn.unsafe(SET_ROLE, [
-    who.role,
-    JSON.stringify(who.claims),
-    String(statementTimeout),
-    who.requestId ?? "",
-  ], { prepare: true }).execute();
+  const role = setRole(conn, who, statementTimeout);
   const both = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
   both.catch(() => {}); // awaited by the caller; never an unhandled rejection
   return both;
@@ -489,12 +498,7 @@ async function smallRead(
 ): Promise<Uint8Array> {
   const conn = lease.conn;
   const begin = conn.unsafe("begin").execute();
-  const role = conn.unsafe(SET_ROLE, [
-    who.role,
-    JSON.stringify(who.claims),
-    String(db.statementTimeout),
-    who.requestId ?? "",
-  ], { prepare: true }).execute();
+  const role = setRole(conn, who, db.statementTimeout);
   const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
     .execute();
   const commit = conn.unsafe("commit").execute();

@@ -208,14 +208,24 @@ export function createApp(deps: AppDeps): Hono<Env> {
     state !== null &&
     (state.routes.routes.length > 0 || state.routes.middleware.length > 0) &&
     path !== "/auth" && !path.startsWith("/auth/") && !path.startsWith("/svc/health");
+  /** A declared route's answer, or the answer of middleware ahead of the path; null: neither. */
+  const routeOrAhead = async (
+    state: AppState,
+    call: { request: Request; who: RequestRole; anonymous: boolean },
+  ) => {
+    const route = await routes.route(state, call);
+    if (route) return { done: route, route: true };
+    const done = await routes.ahead(state, call);
+    return done ? { done, route: false } : null;
+  };
   app.use("*", async (c, next) => {
     const state = runtime.state;
     if (!routed(state, c.req.path)) return await next();
     const call = { request: c.req.raw, who: c.get("who"), anonymous: c.get("anonymous") };
-    const route = await routes.route(state, call);
-    if (route) c.set("kind", "route");
-    const done = route ?? await routes.ahead(state, call);
-    if (!done) return await next();
+    const answer = await routeOrAhead(state, call);
+    if (!answer) return await next();
+    if (answer.route) c.set("kind", "route");
+    const done = answer.done;
     if (done.session) c.set("setCookie", null);
     return done.response;
   });
@@ -335,13 +345,11 @@ export function createApp(deps: AppDeps): Hono<Env> {
       ({ who, anonymous, setCookie } = id);
       if (!anonymous) checkAssumable(who.role, runtime.state?.schema.currentUser);
       const state = runtime.state;
-      let done = null;
-      if (routed(state, path)) {
-        const call = { request: req, who, anonymous };
-        const route = await routes.route(state, call);
-        if (route) kind = "route";
-        done = route ?? await routes.ahead(state, call);
-      }
+      const answer = routed(state, path)
+        ? await routeOrAhead(state, { request: req, who, anonymous })
+        : null;
+      if (answer?.route) kind = "route";
+      const done = answer?.done;
       if (done) {
         if (done.session) setCookie = null;
         res = done.response;

@@ -18,6 +18,7 @@ import { configureLogging, log } from "../log.ts";
 import { loadSecret } from "../auth/secret.ts";
 import {
   type AppState,
+  loadUntilReady,
   recordReload,
   recordReloadFailure,
   type ReloadHook,
@@ -270,15 +271,7 @@ export async function supervise(
     return reloading;
   };
 
-  const ready = (async () => {
-    let delay = 250;
-    while (!stopping) {
-      if (await reload("startup")) return;
-      log.warn("database not ready; retrying in {ms} ms", { ms: delay });
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 5000);
-    }
-  })();
+  const ready = loadUntilReady(() => reload("startup"), () => stopping);
 
   const shutdown = async () => {
     if (stopping) return;

@@ -89,3 +89,21 @@ export async function runSvc(flags: string[], env: Record<string, string> = {}) 
   const dec = new TextDecoder();
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
+
+/** GET on a fresh connection (the kernel spreads new connections over svc's workers). */
+export async function freshGet(url: string): Promise<{ status: number; body: string }> {
+  const client = Deno.createHttpClient({});
+  try {
+    const r = await fetch(url, { client });
+    return { status: r.status, body: await r.text() };
+  } finally {
+    client.close();
+  }
+}
+
+/** The value of the first `/svc/metrics` line matching `line` (0 when there is none). */
+export async function metricValue(url: string, line: RegExp): Promise<number> {
+  const text = (await freshGet(`${url}/svc/metrics`)).body;
+  const m = text.split("\n").find((l) => line.test(l));
+  return m ? Number(m.split(" ").pop()) : 0;
+}

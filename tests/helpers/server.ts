@@ -3,7 +3,7 @@
  * database, and mints session tokens with jose for the configured secret.
  */
 import { SignJWT } from "jose";
-import { loadConfig } from "../../src/config/load.ts";
+import { type Config, loadConfig } from "../../src/config/load.ts";
 import { type Server, start } from "../../main.ts";
 
 /** The secret every test server signs with. */
@@ -19,24 +19,31 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-/** Starts a server against `uri` with extra config flags (`--key=value`). */
-export async function startServer(uri: string, flags: string[] = []): Promise<TestServer> {
-  const secrets = await Deno.makeTempDir({ prefix: "svc-secrets-" });
-  const wk = await Deno.makeTempDir({ prefix: "svc-wk-" });
-  const cfg = loadConfig({
+/** A test configuration against `uri` on a free loopback port, plus `flags` (`--key=value`). */
+export function testConfig(uri: string, flags: string[] = []): Config {
+  return loadConfig({
     args: [
       `--pg.uri=${uri}`,
       "--http.host=127.0.0.1",
       "--http.port=0",
       `--jwt.secret=${TEST_SECRET}`,
-      `--secrets.dir=${secrets}`,
-      `--pg.query.wellknown_path=${wk}`,
       "--logging.level=error",
-      "--pg.pool_size=4",
       ...flags,
     ],
     env: {},
   });
+}
+
+/** Starts a server against `uri` with extra config flags (`--key=value`). */
+export async function startServer(uri: string, flags: string[] = []): Promise<TestServer> {
+  const secrets = await Deno.makeTempDir({ prefix: "svc-secrets-" });
+  const wk = await Deno.makeTempDir({ prefix: "svc-wk-" });
+  const cfg = testConfig(uri, [
+    `--secrets.dir=${secrets}`,
+    `--pg.query.wellknown_path=${wk}`,
+    "--pg.pool_size=4",
+    ...flags,
+  ]);
   const server = await start(cfg);
   await server.ready;
   const url = `http://127.0.0.1:${server.port}`;

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { chinookDb } from "../helpers/db.ts";
-import { spawnSvc, type SvcProcess } from "../helpers/process.ts";
+import { freshGet, metricValue, spawnSvc, type SvcProcess } from "../helpers/process.ts";
 
 const FIXTURE = `
 create schema up;
@@ -156,36 +156,28 @@ Deno.test({
   },
 });
 
-/** GET on a fresh connection (new connections are spread over the workers). */
-async function freshText(url: string): Promise<string> {
-  const client = Deno.createHttpClient({});
-  try {
-    return await (await fetch(url, { client })).text();
-  } finally {
-    client.close();
-  }
-}
-
 Deno.test({
   name: "SIGUSR1 drops the templates' cache in every worker",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
     const s = await server();
-    for (let i = 0; i < 12; i++) assert.ok((await freshText(`${s.url}/page`)).includes("Jerry"));
+    for (let i = 0; i < 12; i++) {
+      assert.ok((await freshGet(`${s.url}/page`)).body.includes("Jerry"));
+    }
     await Deno.writeTextFile(`${templates}/page.eta`, "<p>version two <%= it.name %></p>");
     s.kill("SIGUSR1");
     const end = Date.now() + 10_000;
-    const reloaded = async () =>
-      /svc_reloads_total\{reason="signal",outcome="ok"\} 1/.test(
-        await freshText(`${s.url}/svc/metrics`),
-      );
-    while (!await reloaded()) {
+    while (await metricValue(s.url, /^svc_reloads_total\{reason="signal",outcome="ok"\}/) < 1) {
       assert.ok(Date.now() < end, s.output());
       await new Promise((r) => setTimeout(r, 50));
     }
     for (let i = 0; i < 12; i++) {
-      assert.match(await freshText(`${s.url}/page`), /version two/, "every worker renders anew");
+      assert.match(
+        (await freshGet(`${s.url}/page`)).body,
+        /version two/,
+        "every worker renders anew",
+      );
     }
   },
 });

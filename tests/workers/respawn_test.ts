@@ -5,9 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
-import { loadConfig } from "../../src/config/load.ts";
 import { supervise } from "../../src/workers/supervisor.ts";
-import { TEST_SECRET } from "../helpers/server.ts";
+import { testConfig } from "../helpers/server.ts";
 
 Deno.test({
   name: "a worker that dies is replaced and receives the current state",
@@ -16,18 +15,10 @@ Deno.test({
   async fn() {
     const uri = await chinookDb();
     Deno.env.delete("SVC_TEST_CRASHED");
-    const cfg = loadConfig({
-      args: [
-        `--pg.uri=${uri}`,
-        "--http.host=127.0.0.1",
-        "--http.port=0",
-        `--jwt.secret=${TEST_SECRET}`,
-        "--pg.query.wellknown_path=/nonexistent",
-        "--logging.level=error",
-        "--http.metrics.enable=false",
-      ],
-      env: {},
-    });
+    const cfg = testConfig(uri, [
+      "--pg.query.wellknown_path=/nonexistent",
+      "--http.metrics.enable=false",
+    ]);
     const events: Record<string, number>[] = [];
     const channel = new BroadcastChannel("svc-test-crashing-worker");
     channel.onmessage = (e) => events.push(e.data);

@@ -6,19 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { chinookDb, psql } from "../helpers/db.ts";
-import { spawnSvc, type SvcProcess } from "../helpers/process.ts";
+import { freshGet, metricValue, spawnSvc, type SvcProcess } from "../helpers/process.ts";
 import { freePort } from "../../src/db/cluster.ts";
-
-/** GET on a fresh connection (the kernel spreads new connections over the workers). */
-async function freshGet(url: string): Promise<{ status: number; body: string }> {
-  const client = Deno.createHttpClient({});
-  try {
-    const r = await fetch(url, { client });
-    return { status: r.status, body: await r.text() };
-  } finally {
-    client.close();
-  }
-}
 
 /** Worker numbers found in the JSON access-log lines of `path`. */
 function workersInLog(svc: SvcProcess, path: string): Set<number> {
@@ -31,12 +20,6 @@ function workersInLog(svc: SvcProcess, path: string): Set<number> {
     }
   }
   return seen;
-}
-
-async function metric(url: string, line: RegExp): Promise<number> {
-  const text = (await freshGet(`${url}/svc/metrics`)).body;
-  const m = text.split("\n").find((l) => line.test(l));
-  return m ? Number(m.split(" ").pop()) : 0;
 }
 
 Deno.test("two workers share the port, pool and state; metrics sum; SIGTERM stops both", async () => {
@@ -66,12 +49,15 @@ Deno.test("two workers share the port, pool and state; metrics sum; SIGTERM stop
       "both workers answered requests",
     );
     assert.equal(
-      await metric(svc.url, /^svc_http_requests_total\{kind="svc_get",status="200"\}/),
+      await metricValue(svc.url, /^svc_http_requests_total\{kind="svc_get",status="200"\}/),
       N,
       "the scrape sums every worker's counters",
     );
-    assert.equal(await metric(svc.url, /^svc_pool_size /), 3);
-    assert.equal(await metric(svc.url, /^svc_reloads_total\{reason="startup",outcome="ok"\}/), 1);
+    assert.equal(await metricValue(svc.url, /^svc_pool_size /), 3);
+    assert.equal(
+      await metricValue(svc.url, /^svc_reloads_total\{reason="startup",outcome="ok"\}/),
+      1,
+    );
   } finally {
     const st = await svc.stop();
     assert.equal(st.code, 0, "SIGTERM drains every worker and exits 0");
@@ -117,7 +103,7 @@ Deno.test("SIGUSR1 with two workers: reload.cmd once per signal, every worker sw
       svc.kill("SIGUSR1");
       const end = Date.now() + 15000;
       while (
-        await metric(svc.url, /^svc_reloads_total\{reason="signal",outcome="ok"\}/) < round
+        await metricValue(svc.url, /^svc_reloads_total\{reason="signal",outcome="ok"\}/) < round
       ) {
         assert.ok(Date.now() < end, `reload ${round} not done:\n${svc.output()}`);
         await new Promise((r) => setTimeout(r, 50));
