@@ -264,7 +264,7 @@ export const KEYS: KeySpec[] = [
     key: "http.functions.allowed_auth",
     kind: "string",
     doc:
-      "Regular expression on schema.function names allowed to set jwt (unrestricted when unset).",
+      "Regular expression on schema.function names allowed to mint a session (jwt object; jwt null is never gated; unrestricted when unset).",
   },
   {
     key: "http.functions.sso_callback",
