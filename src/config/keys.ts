@@ -449,7 +449,8 @@ export const KEYS: KeySpec[] = [
     key: "saml.<name>.force_signed_requests",
     kind: "bool",
     default: true,
-    doc: "Sign outgoing AuthnRequests.",
+    doc:
+      "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
   },
   {
     key: "saml.<name>.public_host",
