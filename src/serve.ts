@@ -87,8 +87,8 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     announceStart(cfg, port);
   }
   void sso.start();
-  const metricsServer = !worker && cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
-    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
+  const metricsServer = !worker && cfg.http.metrics.port !== undefined
+    ? serveMetrics(cfg.http.metrics.host, cfg.http.metrics.port)
     : null;
 
   let stopping = false;

@@ -309,13 +309,20 @@ export const KEYS: KeySpec[] = [
   {
     key: "http.metrics.enable",
     kind: "bool",
-    default: true,
-    doc: "Serve Prometheus metrics at /svc/metrics.",
+    default: "dev",
+    doc: "Serve Prometheus metrics at /svc/metrics on the main listener (default: dev).",
   },
   {
     key: "http.metrics.port",
     kind: "int",
-    doc: "Serve /svc/metrics on this port of http.host instead of the main listener.",
+    doc:
+      "Serve /svc/metrics on a listener of its own on this port of http.metrics.host (whatever http.metrics.enable says); the main listener then does not.",
+  },
+  {
+    key: "http.metrics.host",
+    kind: "string",
+    default: "127.0.0.1",
+    doc: "Address the http.metrics.port listener binds.",
   },
   {
     key: "http.playground.enable",
@@ -442,7 +449,8 @@ export const KEYS: KeySpec[] = [
     key: "saml.<name>.force_signed_requests",
     kind: "bool",
     default: true,
-    doc: "Sign outgoing AuthnRequests.",
+    doc:
+      "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
   },
   {
     key: "saml.<name>.public_host",

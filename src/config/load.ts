@@ -106,7 +106,7 @@ export interface Config {
       max_age: number;
     };
     csp: Record<string, string | undefined>;
-    metrics: { enable: boolean; port?: number };
+    metrics: { enable: boolean; port?: number; host: string };
     playground: { enable: boolean };
   };
   route: Record<string, Record<string, RouteConfig>>;

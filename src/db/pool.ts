@@ -169,6 +169,8 @@ export class Database {
   readonly #connectTimeoutMs: number;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #closing = false;
+  /** Set while {@link close} waits for every client to come back to the free list. */
+  #allFree: (() => void) | null = null;
   /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
   readonly statementTimeout: number;
 
@@ -245,6 +247,7 @@ export class Database {
     const next = this.#waiters.shift();
     if (next) return next(slot);
     this.#free.push(slot);
+    if (this.#free.length === this.#slots.length) this.#allFree?.();
     if (slot.held) {
       slot.freeAt = performance.now();
       if (this.#idleTimer === undefined) this.#scheduleIdle(HOLD_IDLE_MS);
@@ -433,9 +436,22 @@ export class Database {
     this.#closing = true;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
-    // A reserved connection would hold postgres.js's `end` until its timeout.
+    // A reserved connection holds postgres.js's `end` until its timeout, even when it is given
+    // back meanwhile: end only once every client is back (a read's commit sent after its answer,
+    // a streamed answer), within the same timeout.
     for (const slot of this.#free) this.#drop(slot);
-    await Promise.all(this.#slots.map((s) => s.client.end({ timeout })));
+    const t0 = performance.now();
+    if (this.#free.length < this.#slots.length) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        new Promise<void>((r) => (this.#allFree = r)),
+        new Promise((r) => (timer = setTimeout(r, timeout * 1000))),
+      ]);
+      clearTimeout(timer);
+      this.#allFree = null;
+    }
+    const left = Math.max(0, timeout - (performance.now() - t0) / 1000);
+    await Promise.all(this.#slots.map((s) => s.client.end({ timeout: left })));
   }
 }
 
