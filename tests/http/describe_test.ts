@@ -312,6 +312,27 @@ Deno.test("type modifiers: only types that take one, in range; never a 5xx", asy
   }]);
 });
 
+Deno.test("a value its type rejects as a syntax error is 400 PG_22P02, not 500 PG_42601", async () => {
+  for (const [t, v] of [["tsquery", "a b"], ["jsonpath", "$$$"], ["tsquery[]", '{"a b"}']]) {
+    const res = await srv.post("/svc", {
+      relation: "genre",
+      select: { x: ["cast", [v], t] },
+      limit: 1,
+    });
+    const body = await res.json();
+    assert.equal(res.status, 400, `${t}: ${JSON.stringify(body)}`);
+    assert.equal(body.code, "PG_22P02", t);
+    assert.match(body.message, /syntax error/);
+  }
+  // A well-formed value still casts.
+  const ok = await srv.post("/svc", {
+    relation: "genre",
+    select: { q: ["cast", ["a & b"], "tsquery"], p: ["cast", ["$.a"], "jsonpath"] },
+    limit: 1,
+  });
+  assert.deepEqual(await ok.json(), [{ q: "'a' & 'b'", p: '$."a"' }]);
+});
+
 Deno.test("stop", async () => {
   await srv.stop();
   await stopDb();
