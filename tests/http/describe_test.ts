@@ -7,6 +7,8 @@
  * unknown types (400 QUERY_UNKNOWN_TYPE, never a 5xx).
  */
 import assert from "node:assert/strict";
+import postgres from "postgres";
+import { toSvcError } from "../../src/http/errors.ts";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { cookie, now, startServer, token } from "../helpers/server.ts";
 
@@ -331,6 +333,23 @@ Deno.test("a value its type rejects as a syntax error is 400 PG_22P02, not 500 P
     limit: 1,
   });
   assert.deepEqual(await ok.json(), [{ q: "'a' & 'b'", p: '$."a"' }]);
+});
+
+Deno.test("only a value's syntax error becomes 22P02: a statement's stays 500 PG_42601", async () => {
+  const sql = postgres(superUri, { max: 1, onnotice: () => {} });
+  try {
+    const statement = await sql.unsafe("select 1 +").catch((e) => e);
+    const value = await sql.unsafe("select $1::text::tsquery", ["a b"]).catch((e) => e);
+    assert.equal(statement.code, "42601");
+    assert.equal(value.code, "42601");
+    const ctx = { dev: false, anonymous: false };
+    const s = toSvcError(statement, ctx);
+    assert.deepEqual([s.status, s.code, s.message], [500, "PG_42601", "internal database error"]);
+    const v = toSvcError(value, ctx);
+    assert.deepEqual([v.status, v.code], [400, "PG_22P02"]);
+  } finally {
+    await sql.end();
+  }
 });
 
 Deno.test("stop", async () => {
