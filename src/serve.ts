@@ -69,6 +69,8 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     poolTimeout: cfg.pg.pool_timeout,
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
+    leaseGrace: cfg.pg.lease_grace,
+    maxParams: cfg.pg.query.max_params,
   });
   const health = new HealthProbe(connectionString(cfg));
   const runtime = new Runtime(cfg);

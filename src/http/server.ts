@@ -240,12 +240,14 @@ export function createApp(deps: AppDeps): Hono<Env> {
   }
 
   // Health never waits for the request pool: live needs no database, ready asks through the
-  // probe's own connection within 1 s.
+  // probe's own connection within 1 s. A pool whose every connection is overdue (leased past the
+  // statement timeout without progress: wedged until the lease deadline closes them) is not ready.
   app.get("/svc/health/live", (c) => c.json({ status: "ok" }));
   const ready = async (c: Context<Env>) => {
-    const ok = runtime.state !== null && await deps.health.ready();
     const cluster = deps.cluster;
     const pool = cluster ? await cluster.poolStats() : db.stats();
+    const wedged = pool.overdue > 0 && pool.overdue >= pool.size;
+    const ok = runtime.state !== null && !wedged && await deps.health.ready();
     return c.json(
       {
         status: ok ? "ok" : "unavailable",
