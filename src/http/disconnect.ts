@@ -29,8 +29,6 @@ interface Watched {
   since: number;
   /** The connection's remote address as the socket table prints it (IPv4 and IPv6 forms). */
   keys?: string[];
-  /** Whether the connection was found established once. */
-  seen: boolean;
 }
 
 /** Responses whose body streams after the handler returned: watched until they are sent. */
@@ -62,8 +60,6 @@ export class ClientWatch {
   readonly #tickMs: number;
   #timer: ReturnType<typeof setInterval> | undefined;
   #busy = false;
-  /** Whether a watched connection was ever found: the look-up works, so a missing one is gone. */
-  #verified = false;
 
   /** `read` replaces the socket-table reader; `tickMs` the look-up period. */
   constructor(opts: { read?: ReadText; tickMs?: number } = {}) {
@@ -82,7 +78,7 @@ export class ClientWatch {
    */
   watch(info: Deno.ServeHandlerInfo | undefined, abort: () => void): (() => void) | undefined {
     if (this.port === 0 || info === undefined || !ClientWatch.supported()) return undefined;
-    const w: Watched = { info, abort, since: performance.now(), seen: false };
+    const w: Watched = { info, abort, since: performance.now() };
     this.#watched.add(w);
     if (this.#timer === undefined) {
       const timer = setInterval(() => void this.#tick(), this.#tickMs);
@@ -125,16 +121,7 @@ export class ClientWatch {
       if (due.length === 0) return;
       const table = await this.#table(due);
       for (const w of due) {
-        if (!this.#watched.has(w)) continue;
-        let state: string | undefined;
-        for (const k of w.keys!) state ??= table.get(k);
-        if (state === ESTABLISHED) {
-          w.seen = true;
-          this.#verified = true;
-          continue;
-        }
-        // Not established any more (closed, half-closed), or gone from the table (reset).
-        if (state === undefined && !w.seen && !this.#verified) continue;
+        if (!this.#watched.has(w) || !gone(w.keys!, table)) continue;
         this.#watched.delete(w);
         w.abort();
       }
@@ -145,31 +132,51 @@ export class ClientWatch {
     }
   }
 
-  /** Remote address → state of the connections to {@link port}, from the tables `due` needs. */
-  async #table(due: Watched[]): Promise<Map<string, string>> {
+  /** The connections to {@link port}, from the socket tables `due` needs. */
+  async #table(due: Watched[]): Promise<SocketTable> {
     const v6 = due.some((w) => w.keys!.some((k) => k.length > 13));
     const v4 = due.some((w) => w.keys!.some((k) => k.length === 13));
     const texts = await Promise.all([
       v4 ? this.#read("/proc/net/tcp").catch(() => "") : "",
       v6 ? this.#read("/proc/net/tcp6").catch(() => "") : "",
     ]);
-    const local = `:${hex4(this.port)}`;
-    const table = new Map<string, string>();
-    for (const text of texts) parseTable(text, local, table);
+    const table: SocketTable = { states: new Map(), ports: new Set() };
+    for (const text of texts) parseTable(text, `:${hex4(this.port)}`, table);
     return table;
   }
 }
 
+/** The connections to svc's port: remote address → state, and every remote port. */
+export interface SocketTable {
+  states: Map<string, string>;
+  ports: Set<string>;
+}
+
 /**
- * Adds `remote → state` for every line of a `/proc/net/tcp{,6}` text whose local address ends
- * with `local` (":PORT" in hex).
+ * Adds every line of a `/proc/net/tcp{,6}` text whose local address ends with `local` (":PORT"
+ * in hex) to `into`.
  */
-export function parseTable(text: string, local: string, into: Map<string, string>): void {
+export function parseTable(text: string, local: string, into: SocketTable): void {
   for (const line of text.split("\n")) {
     const f = line.trim().split(/\s+/);
     if (f.length < 4 || !f[1].endsWith(local)) continue;
-    into.set(f[2], f[3]);
+    into.states.set(f[2], f[3]);
+    into.ports.add(f[2].slice(f[2].lastIndexOf(":")));
   }
+}
+
+/**
+ * Whether the connection whose remote address is one of `keys` is gone: found but no longer
+ * established (the client closed or half-closed it), or no connection from its remote port at all
+ * (reset). A connection from that port under another address is left alone: the address could
+ * be this one's, printed otherwise.
+ */
+export function gone(keys: string[], table: SocketTable): boolean {
+  for (const k of keys) {
+    const state = table.states.get(k);
+    if (state !== undefined) return state !== ESTABLISHED;
+  }
+  return !table.ports.has(keys[0].slice(keys[0].lastIndexOf(":")));
 }
 
 function hex4(n: number): string {
