@@ -306,14 +306,15 @@ async function streamRows(
   sink: AnswerSink | null,
 ): Promise<void> {
   let first = true;
-  await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, (rows) => {
+  await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, async (rows) => {
     if (!sink) return;
     for (const row of rows) {
       sink.push(first ? OPEN : COMMA);
       sink.push(row);
       first = false;
+      const taken = sink.flush();
+      if (taken) await taken;
     }
-    return sink.flush();
   });
   sink?.push(first ? EMPTY : CLOSE);
 }
@@ -375,8 +376,8 @@ const RESULT = encoder.encode('{"result":');
  */
 export const ANSWER_BUFFER = 1024 * 1024;
 
-/** Streamed chunks are at least this large (small pieces are joined first). */
-const CHUNK = 64 * 1024;
+/** Streamed chunks are about this large (small pieces are joined first). */
+const CHUNK = 256 * 1024;
 
 function concat(parts: Uint8Array[], n: number): Uint8Array {
   if (parts.length === 1) return parts[0];
