@@ -374,7 +374,7 @@ const RESULT = encoder.encode('{"result":');
  * Bytes of an answer built by {@link answer} that are held before it is streamed: an answer that
  * ends within them goes out in one piece, with the status of its outcome.
  */
-export const ANSWER_BUFFER = 1024 * 1024;
+const ANSWER_BUFFER = 1024 * 1024;
 
 /** Streamed chunks are about this large (small pieces are joined first). */
 const CHUNK = 256 * 1024;
