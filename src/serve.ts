@@ -116,6 +116,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     const drained = server.shutdown();
     await metricsServer?.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
+    clientWatch.close();
     log.debug("shutdown: in-flight requests drained");
     // Requests were cancelled by the drain; never let one that ignores it keep the process up.
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -93,6 +93,14 @@ export class ClientWatch {
     return this.#watched.size;
   }
 
+  /** Stops watching (shutdown). */
+  close(): void {
+    this.port = 0;
+    this.#watched.clear();
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
   async #tick(): Promise<void> {
     if (this.#busy) return;
     if (this.#watched.size === 0) {
