@@ -94,7 +94,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     onListen: () => {},
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
-  clientWatch.port = port;
+  clientWatch.listening(server.addr as Deno.NetAddr);
   if (!worker) {
     log.info("listening on {host}:{port}", { host: cfg.http.host, port });
     announceStart(cfg, port);

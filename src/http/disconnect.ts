@@ -50,11 +50,13 @@ export type ReadText = (path: string) => Promise<string>;
 
 /**
  * Watches the TCP connections of requests in flight and aborts a request whose client went away
- * (see the module documentation). Set {@link port} once listening.
+ * (see the module documentation). Call {@link listening} once listening.
  */
 export class ClientWatch {
   /** The port svc listens on (0: nothing is watched). */
   port = 0;
+  /** The socket table of svc's listener: `tcp6` for an IPv6 one (IPv4 clients included). */
+  #file = "/proc/net/tcp";
   readonly #watched = new Set<Watched>();
   readonly #read: ReadText;
   readonly #tickMs: number;
@@ -65,6 +67,12 @@ export class ClientWatch {
   constructor(opts: { read?: ReadText; tickMs?: number } = {}) {
     this.#read = opts.read ?? ((path) => Deno.readTextFile(path));
     this.#tickMs = opts.tickMs ?? TICK_MS;
+  }
+
+  /** Sets the address svc listens on: its port, and which socket table holds its connections. */
+  listening(addr: Deno.NetAddr): void {
+    this.port = addr.port;
+    this.#file = addr.hostname.includes(":") ? "/proc/net/tcp6" : "/proc/net/tcp";
   }
 
   /** Whether connections can be looked up on this system. */
@@ -122,12 +130,15 @@ export class ClientWatch {
           this.#watched.delete(w);
           continue;
         }
-        w.keys ??= remoteKeys(addr);
+        // The form of the remote address that the listener's table holds.
+        const v6 = this.#file.endsWith("6");
+        w.keys ??= remoteKeys(addr).filter((k) => (k.length > 13) === v6);
         if (w.keys.length === 0) this.#watched.delete(w);
         else due.push(w);
       }
       if (due.length === 0) return;
-      const table = await this.#table(due);
+      const table: SocketTable = { states: new Map(), ports: new Set() };
+      parseTable(await this.#read(this.#file), `:${hex4(this.port)}`, table);
       for (const w of due) {
         if (!this.#watched.has(w) || !gone(w.keys!, table)) continue;
         this.#watched.delete(w);
@@ -139,19 +150,6 @@ export class ClientWatch {
       this.#busy = false;
     }
   }
-
-  /** The connections to {@link port}, from the socket tables `due` needs. */
-  async #table(due: Watched[]): Promise<SocketTable> {
-    const v6 = due.some((w) => w.keys!.some((k) => k.length > 13));
-    const v4 = due.some((w) => w.keys!.some((k) => k.length === 13));
-    const texts = await Promise.all([
-      v4 ? this.#read("/proc/net/tcp").catch(() => "") : "",
-      v6 ? this.#read("/proc/net/tcp6").catch(() => "") : "",
-    ]);
-    const table: SocketTable = { states: new Map(), ports: new Set() };
-    for (const text of texts) parseTable(text, `:${hex4(this.port)}`, table);
-    return table;
-  }
 }
 
 /** The connections to svc's port: remote address → state, and every remote port. */
@@ -161,15 +159,20 @@ export interface SocketTable {
 }
 
 /**
- * Adds every line of a `/proc/net/tcp{,6}` text whose local address ends with `local` (":PORT"
- * in hex) to `into`.
+ * Adds the connections of a `/proc/net/tcp{,6}` text whose local address ends with `local`
+ * (":PORT" in hex) to `into`. Lines are `sl: local remote state …`, single spaces between the
+ * three: only svc's own connections are sliced out (the table holds every socket of the host's
+ * network namespace, possibly thousands).
  */
 export function parseTable(text: string, local: string, into: SocketTable): void {
-  for (const line of text.split("\n")) {
-    const f = line.trim().split(/\s+/);
-    if (f.length < 4 || !f[1].endsWith(local)) continue;
-    into.states.set(f[2], f[3]);
-    into.ports.add(f[2].slice(f[2].lastIndexOf(":")));
+  const needle = `${local} `;
+  for (let i = text.indexOf(needle); i >= 0; i = text.indexOf(needle, i + needle.length)) {
+    const start = i + needle.length;
+    const end = text.indexOf(" ", start);
+    if (end < 0) break;
+    const remote = text.slice(start, end);
+    into.states.set(remote, text.slice(end + 1, end + 3));
+    into.ports.add(remote.slice(remote.lastIndexOf(":")));
   }
 }
 
