@@ -4,7 +4,8 @@
  * arrives after its head, which Deno's HTTP server does not watch for a disconnect) running a
  * 20 s statement — a read, a write, a batch and a declared route — is disconnected (FIN,
  * half-close, RST), and within 1 s no statement of svc runs in PostgreSQL, nothing was committed,
- * and the pool is idle again; also with 2 workers. Plus the socket-table parsing.
+ * and the pool is idle again; also with 2 workers and on an IPv6 listener. Plus the socket-table
+ * parsing.
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
@@ -58,7 +59,13 @@ type Close = "fin" | "half-close" | "rst";
  * Sends a POST over a raw TCP connection, waits until its statement runs, then leaves (`close`).
  * Returns the connection (closed for reading too once the caller is done).
  */
-async function leave(port: number, path: string, body: unknown, close: Close): Promise<void> {
+async function leave(
+  port: number,
+  path: string,
+  body: unknown,
+  close: Close,
+  hostname = "127.0.0.1",
+): Promise<void> {
   const text = typeof body === "string" ? body : JSON.stringify(body);
   const bytes = new TextEncoder().encode(text);
   const head = `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n` +
@@ -66,7 +73,7 @@ async function leave(port: number, path: string, body: unknown, close: Close): P
     // The server answers "100 Continue" at once; leaving it unread makes close() a reset.
     (close === "rst" ? "expect: 100-continue\r\n" : "") + "\r\n";
   assert.ok(head.length + bytes.length > 2000, "a request well over 512 bytes");
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const conn = await Deno.connect({ hostname, port });
   const all = new Uint8Array([...new TextEncoder().encode(head), ...bytes]);
   for (let o = 0; o < all.length;) o += await conn.write(all.subarray(o));
   await until("the statement starts", async () => (await running()) > 0, 15_000);
@@ -165,6 +172,19 @@ Deno.test({
       await svc.stop();
     }
   },
+});
+
+Deno.test("an IPv6 listener: IPv4 (mapped) and IPv6 clients", async () => {
+  const srv = await startServer(uri, ["--http.host=::", "--pg.pool_size=2"]);
+  const port = Number(new URL(srv.url).port);
+  try {
+    for (const host of ["127.0.0.1", "::1"]) {
+      await leave(port, cases[0].path, cases[0].body(), "fin", host);
+      await assertCancelled(srv.url, `read (${host} on ::)`);
+    }
+  } finally {
+    await srv.stop();
+  }
 });
 
 Deno.test("socket-table keys: IPv4, IPv4 on an IPv6 socket, IPv6", () => {
