@@ -157,12 +157,14 @@ const TRACK = {
 };
 
 Deno.test("a streamed batch answers the same as its items one by one", async () => {
-  await withServer(["--pg.query.allow_count=true"], async (s) => {
+  await withServer(["--pg.query.allow_count=true", "--pg.query.allow_rollback=true"], async (s) => {
     const items = [
       TRACK,
       { query: TRACK, count: true },
       { relation: "genre", order_by: ["genre_id"] },
       { query: { relation: "genre", limit: 2 }, count: true, returns: "none" },
+      { relation: "genre", where: ["<", "genre_id", 0] },
+      { query: { relation: "genre", where: ["<", "genre_id", 0] }, rollback: true },
       TRACK,
     ];
     const r = await s.post("/svc", items);
@@ -179,6 +181,8 @@ Deno.test("a streamed batch answers the same as its items one by one", async () 
     assert.equal(got[1].count, 3503);
     assert.equal(got[1].result.length, 3503);
     assert.deepEqual(got[3], { count: 25, offset: 0, limit: 2 });
+    assert.deepEqual(got[4], []);
+    assert.deepEqual(got[5], []);
   });
 });
 
