@@ -31,10 +31,11 @@ const uri = await chinookDb("disc", FIXTURE);
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
 const PAD = "x".repeat(2000);
 
-/** Statements of svc running in the test database (the slow ones: nothing else runs). */
+/** Statements of svc sleeping in `pg_sleep` (the slow ones) in the test database. */
 async function running(): Promise<number> {
   const [{ n }] = await sql`select count(*)::int as n from pg_stat_activity
-    where application_name = 'svc' and state = 'active' and datname = current_database()`;
+    where application_name = 'svc' and state = 'active' and wait_event = 'PgSleep'
+      and datname = current_database()`;
   return n;
 }
 
@@ -73,6 +74,7 @@ async function leave(
     // The server answers "100 Continue" at once; leaving it unread makes close() a reset.
     (close === "rst" ? "expect: 100-continue\r\n" : "") + "\r\n";
   assert.ok(head.length + bytes.length > 2000, "a request well over 512 bytes");
+  assert.equal(await running(), 0, "nothing sleeps before the request");
   const conn = await Deno.connect({ hostname, port });
   const all = new Uint8Array([...new TextEncoder().encode(head), ...bytes]);
   for (let o = 0; o < all.length;) o += await conn.write(all.subarray(o));
@@ -128,20 +130,33 @@ const cases: { label: string; path: string; body: () => unknown; committed?: str
   { label: "route", path: "/slow", body: () => ({ s: 20, pad: PAD }) },
 ];
 
-Deno.test("a disconnect cancels the running statement of any request (FIN, half-close, RST)", async () => {
+/** Cancels what a failed case left sleeping, so that the next case starts clean. */
+async function cleanUp(): Promise<void> {
+  await sql`select pg_cancel_backend(pid) from pg_stat_activity
+    where application_name = 'svc' and wait_event = 'PgSleep' and datname = current_database()`;
+  await until("left-overs cancelled", async () => (await running()) === 0, 5000);
+}
+
+Deno.test("a disconnect cancels the running statement of any request (FIN, half-close, RST)", async (t) => {
   const srv = await startServer(uri, ["--pg.pool_size=2"]);
   const port = Number(new URL(srv.url).port);
   try {
     for (const close of ["fin", "half-close", "rst"] as Close[]) {
       for (const c of cases) {
         const label = `${c.label} (${close})`;
-        await leave(port, c.path, c.body(), close);
-        await assertCancelled(srv.url, label);
-        if (c.committed) {
-          const [{ n }] =
-            await sql`select count(*)::int as n from disc_log where k like ${c.committed}`;
-          assert.equal(n, 0, `${label}: nothing committed`);
-        }
+        await t.step(label, async () => {
+          try {
+            await leave(port, c.path, c.body(), close);
+            await assertCancelled(srv.url, label);
+            if (c.committed) {
+              const [{ n }] =
+                await sql`select count(*)::int as n from disc_log where k like ${c.committed}`;
+              assert.equal(n, 0, `${label}: nothing committed`);
+            }
+          } finally {
+            await cleanUp();
+          }
+        });
       }
     }
     // The pool serves again.
