@@ -8,9 +8,9 @@
  *
  * {@link ClientWatch} closes that gap on Linux: every {@link TICK_MS} it looks up the TCP
  * connections of the requests in flight for longer than a tick in the kernel's socket table
- * (`/proc/net/tcp`, `/proc/net/tcp6`) and aborts a request whose connection is no longer
- * established (the client closed it, half-closed it or reset it). Short requests never cost a
- * look-up; elsewhere than Linux it watches nothing.
+ * (`/proc/net/tcp`, or `/proc/net/tcp6` for an IPv6 listener) and aborts a request whose
+ * connection is no longer established (the client closed it, half-closed it or reset it). Short
+ * requests never cost a look-up; elsewhere than Linux it watches nothing.
  *
  * @module
  */
@@ -45,9 +45,6 @@ export function isStreamed(res: Response): boolean {
   return streamed.has(res);
 }
 
-/** Reads a text file (the socket tables; replaceable for tests). */
-export type ReadText = (path: string) => Promise<string>;
-
 /**
  * Watches the TCP connections of requests in flight and aborts a request whose client went away
  * (see the module documentation). Call {@link listening} once listening.
@@ -58,16 +55,8 @@ export class ClientWatch {
   /** The socket table of svc's listener: `tcp6` for an IPv6 one (IPv4 clients included). */
   #file = "/proc/net/tcp";
   readonly #watched = new Set<Watched>();
-  readonly #read: ReadText;
-  readonly #tickMs: number;
   #timer: ReturnType<typeof setInterval> | undefined;
   #busy = false;
-
-  /** `read` replaces the socket-table reader; `tickMs` the look-up period. */
-  constructor(opts: { read?: ReadText; tickMs?: number } = {}) {
-    this.#read = opts.read ?? ((path) => Deno.readTextFile(path));
-    this.#tickMs = opts.tickMs ?? TICK_MS;
-  }
 
   /** Sets the address svc listens on: its port, and which socket table holds its connections. */
   listening(addr: Deno.NetAddr): void {
@@ -89,16 +78,11 @@ export class ClientWatch {
     const w: Watched = { info, abort, since: performance.now() };
     this.#watched.add(w);
     if (this.#timer === undefined) {
-      const timer = setInterval(() => void this.#tick(), this.#tickMs);
+      const timer = setInterval(() => void this.#tick(), TICK_MS);
       Deno.unrefTimer(timer);
       this.#timer = timer;
     }
     return () => void this.#watched.delete(w);
-  }
-
-  /** Requests being watched. */
-  get size(): number {
-    return this.#watched.size;
   }
 
   /** Stops watching (shutdown). */
@@ -121,7 +105,7 @@ export class ClientWatch {
       const now = performance.now();
       const due: Watched[] = [];
       for (const w of this.#watched) {
-        if (now - w.since < this.#tickMs) continue;
+        if (now - w.since < TICK_MS) continue;
         let addr: Deno.Addr;
         try {
           addr = w.info.remoteAddr;
@@ -138,7 +122,7 @@ export class ClientWatch {
       }
       if (due.length === 0) return;
       const table: SocketTable = { states: new Map(), ports: new Set() };
-      parseTable(await this.#read(this.#file), `:${hex4(this.port)}`, table);
+      parseTable(await Deno.readTextFile(this.#file), `:${hex4(this.port)}`, table);
       for (const w of due) {
         if (!this.#watched.has(w) || !gone(w.keys!, table)) continue;
         this.#watched.delete(w);
