@@ -20,6 +20,7 @@ import { ignoredEnv } from "./config/env.ts";
 import { createSso } from "./sso/mod.ts";
 import { surfaceHooks } from "./http/hooks.ts";
 import { serveMetrics } from "./http/metrics.ts";
+import { ClientWatch } from "./http/disconnect.ts";
 
 /** A running server. */
 export interface Server {
@@ -76,7 +77,18 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   const runtime = new Runtime(cfg);
   const routeHooks = surfaceHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
-  const app = createApp({ cfg, db, runtime, sessions, health, sso, routeHooks, cluster: worker });
+  const clientWatch = new ClientWatch();
+  const app = createApp({
+    cfg,
+    db,
+    runtime,
+    sessions,
+    health,
+    sso,
+    routeHooks,
+    cluster: worker,
+    clientWatch,
+  });
   const server = Deno.serve({
     hostname: cfg.http.host,
     port: worker?.port ?? cfg.http.port,
@@ -84,6 +96,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     onListen: () => {},
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
+  clientWatch.listening(server.addr as Deno.NetAddr);
   if (!worker) {
     log.info("listening on {host}:{port}", { host: cfg.http.host, port });
     announceStart(cfg, port);
@@ -105,6 +118,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     const drained = server.shutdown();
     await metricsServer?.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
+    clientWatch.close();
     log.debug("shutdown: in-flight requests drained");
     // Requests were cancelled by the drain; never let one that ignores it keep the process up.
     let timer: ReturnType<typeof setTimeout> | undefined;

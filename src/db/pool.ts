@@ -105,6 +105,17 @@ export interface RequestTx extends Tx {
    * ahead of whatever follows, and its failure fails the transaction at commit.
    */
   send(sql: string): void;
+  /**
+   * Runs a read whose rows are JSON texts (first column) through a protocol cursor: `each` gets
+   * `batch` raw rows at a time, and the next batch is fetched only once its promise resolved
+   * (a rejection ends the read with that error), so one batch is in memory at a time.
+   */
+  rows(
+    sql: string,
+    params: unknown[],
+    batch: number,
+    each: (rows: Uint8Array[]) => Promise<void> | void,
+  ): Promise<void>;
 }
 
 /** Figures of a request pool (health, metrics). */
@@ -531,6 +542,23 @@ export class Database {
           touch,
         ) as unknown as Promise<Row[]>;
       },
+      rows: (sql, params, batch, each) => {
+        const tooMany = this.paramsError(params);
+        if (tooMany) return Promise.reject(tooMany);
+        return cancellable(
+          conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
+            .cursor(batch, (rows: Uint8Array[][]) => {
+              touch(); // a batch of rows came: the lease makes progress
+              // postgres.js awaits this for every batch but the last: a failure of the last must
+              // not go unhandled (the caller learns of it from its own next write).
+              const done = Promise.resolve(each(rows.map((r) => r[0])));
+              done.catch(() => {});
+              return done;
+            }) as unknown as Promise<void> & { cancel(): unknown },
+          who.signal,
+          touch,
+        );
+      },
     };
     const started = prelude(conn, who, this.statementTimeout);
     started.then(touch, touch);
@@ -549,6 +577,12 @@ export class Database {
         throw failed ? failed.reason : e;
       }
       await started;
+      // A request cancelled (client gone, drain) while its last statement ran never commits.
+      if (who.signal?.aborted) {
+        throw new SvcError("PG_57014", "the request was cancelled before it committed", {
+          status: 504,
+        });
+      }
       const commit = conn.unsafe("commit").execute();
       await Promise.all([...sent, commit]);
       ok = true;

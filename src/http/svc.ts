@@ -28,6 +28,7 @@ import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
 import { capRowSize } from "../compile/rowsize.ts";
+import { markStreamed } from "./disconnect.ts";
 
 /** What the handler needs per request. */
 export interface SvcContext {
@@ -220,7 +221,8 @@ export function readCacheStats(): { size: number; bytes: number } {
 const CACHE_MAX_KEY = 4096;
 
 function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): Response {
-  return new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
+  const res = new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
+  return body instanceof ReadableStream ? markStreamed(res) : res;
 }
 
 /** A plain read answered from raw JSON rows: one round trip, streamed when large. */
@@ -277,36 +279,117 @@ async function explain(tx: RequestTx, sql: string, params: unknown[]): Promise<u
   return Array.isArray(parsed) ? parsed[0] : parsed;
 }
 
-/** Runs one ComplexQuery inside the transaction; returns the bare selection or the envelope. */
-async function runOne(
-  ctx: SvcContext,
-  tx: RequestTx,
-  q: ComplexQuery,
-  pointer: string,
-  pre?: PlannedWrite,
-): Promise<unknown> {
-  const allow = ctx.cfg.pg.query;
-  if (q.rollback && !allow.allow_rollback) {
+/** A query of a POST body, resolved (a write also planned) before its transaction starts. */
+interface Planned {
+  q: ComplexQuery;
+  r: Resolved;
+  /** Set for a write. */
+  write?: PlannedWrite;
+}
+
+/**
+ * Resolves a query of a POST body at `pointer` (and plans it, for a write): every 4xx it can
+ * cause is thrown here, before any SQL runs.
+ */
+async function planQuery(ctx: SvcContext, q: ComplexQuery, pointer: string): Promise<Planned> {
+  if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
     throw new SvcError(
       "QUERY_ROLLBACK_NOT_GRANTED",
       "rollback is disabled (pg.query.allow_rollback)",
     );
   }
-  const r = pre?.r ?? await resolve(
-    ctx,
-    q.query,
-    `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
-    tx,
-  );
   const isWrite = q.data !== undefined;
+  // A row-type cast asks PostgreSQL what the role may select (resolve), before the transaction.
+  const r = await resolve(ctx, q.query, `${pointer}${q.complex || isWrite ? "/query" : ""}`);
+  if (!isWrite) return { q, r };
+  const plan = planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" });
+  return { q, r, write: { r, plan, cte: wanted(ctx, q).plan ? null : compileCteWrite(plan) } };
+}
+
+/** Runs one planned write inside the transaction; returns the bare selection or the envelope. */
+async function runWrite(
+  ctx: SvcContext,
+  tx: RequestTx,
+  q: ComplexQuery,
+  pre: PlannedWrite,
+): Promise<unknown> {
   const want = wanted(ctx, q);
+  const { r, plan, cte } = pre;
   const out: Record<string, unknown> = {};
   if (q.rollback) tx.send("savepoint svc_rollback");
-  if (!isWrite) {
-    const compiled = compileRead(r.node, { params: r.params, count: want.count });
-    const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);
-    const rows = parseRows(await tx.query(capped.sql, capped.params));
-    if (q.returns !== "none") out.result = rows;
+  if (cte) {
+    // One statement, and the read-back pipelined right behind it.
+    const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
+    const settled = await Promise.allSettled([
+      tx.query(cte.sql, cte.params),
+      ...(back ? [tx.query(back.sql, back.params)] : []),
+    ]);
+    const [wrote, read] = settled;
+    if (wrote.status === "rejected") throw cte.error(wrote.reason);
+    if (read?.status === "rejected") throw read.reason;
+    const wr = resultOfCte(cte, wrote.value[0], { sql: want.sql, queryPlan: false });
+    writeOutput(out, q, want, wr, back, read?.status === "fulfilled" ? read.value : []);
+  } else {
+    const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
+    let back: { sql: string; params: unknown[] } | null = null;
+    let rows: Record<string, unknown>[] = [];
+    if (q.returns !== "none") {
+      back = capRowSize(
+        compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys }).rows,
+        ctx.cfg.pg.query.max_row_size,
+      );
+      rows = await tx.query(back.sql, back.params);
+    }
+    writeOutput(out, q, want, wr, back, rows);
+  }
+  if (q.rollback) tx.send("rollback to savepoint svc_rollback");
+  return q.complex ? out : out.result;
+}
+
+/**
+ * Streams a read's rows into `sink` as one JSON array (`sink` null: runs it and drops the rows),
+ * {@link FETCH_BATCH} rows at a time, each batch fetched once the previous one was taken.
+ */
+async function streamRows(
+  tx: RequestTx,
+  stmt: { sql: string; params: unknown[] },
+  sink: AnswerSink | null,
+): Promise<void> {
+  let first = true;
+  await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, async (rows) => {
+    if (!sink) return;
+    for (const row of rows) {
+      sink.push(first ? OPEN : COMMA);
+      sink.push(row);
+      first = false;
+      const taken = sink.flush();
+      if (taken) await taken;
+    }
+  });
+  sink?.push(first ? EMPTY : CLOSE);
+}
+
+/**
+ * Runs one planned read inside the transaction and streams its answer into `sink`: the bare rows,
+ * or the ComplexResult envelope (its `result` streamed, its other members after it).
+ */
+async function streamRead(
+  ctx: SvcContext,
+  tx: RequestTx,
+  { q, r }: Planned,
+  sink: AnswerSink,
+): Promise<void> {
+  const want = wanted(ctx, q);
+  if (q.rollback) tx.send("savepoint svc_rollback");
+  const compiled = compileRead(r.node, { params: r.params, count: want.count });
+  const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);
+  if (!q.complex) {
+    await streamRows(tx, capped, sink);
+  } else {
+    const withResult = q.returns !== "none";
+    if (withResult) sink.push(RESULT);
+    await streamRows(tx, capped, withResult ? sink : null);
+    const out: Record<string, unknown> = {};
     if (q.count) {
       if (want.count && compiled.count) {
         const c = await tx.query(compiled.count.sql, compiled.count.params);
@@ -321,38 +404,162 @@ async function runOne(
         : [];
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
-  } else {
-    const plan = pre?.plan ??
-      planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" });
-    const cte = want.plan ? null : pre ? pre.cte : compileCteWrite(plan);
-    if (cte) {
-      // One statement, and the read-back pipelined right behind it.
-      const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
-      const settled = await Promise.allSettled([
-        tx.query(cte.sql, cte.params),
-        ...(back ? [tx.query(back.sql, back.params)] : []),
-      ]);
-      const [wrote, read] = settled;
-      if (wrote.status === "rejected") throw cte.error(wrote.reason);
-      if (read?.status === "rejected") throw read.reason;
-      const wr = resultOfCte(cte, wrote.value[0], { sql: want.sql, queryPlan: false });
-      writeOutput(out, q, want, wr, back, read?.status === "fulfilled" ? read.value : []);
-    } else {
-      const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
-      let back: { sql: string; params: unknown[] } | null = null;
-      let rows: Record<string, unknown>[] = [];
-      if (q.returns !== "none") {
-        back = capRowSize(
-          compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys }).rows,
-          ctx.cfg.pg.query.max_row_size,
-        );
-        rows = await tx.query(back.sql, back.params);
-      }
-      writeOutput(out, q, want, wr, back, rows);
-    }
+    const rest = JSON.stringify(out);
+    sink.push(
+      encoder.encode(withResult ? (rest === "{}" ? "}" : `,${rest.slice(1)}`) : rest),
+    );
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
-  return q.complex ? out : out.result;
+}
+
+const encoder = new TextEncoder();
+const OPEN = encoder.encode("[");
+const COMMA = encoder.encode(",");
+const CLOSE = encoder.encode("]");
+const EMPTY = encoder.encode("[]");
+const NULL = encoder.encode("null");
+const RESULT = encoder.encode('{"result":');
+
+/**
+ * Bytes of an answer built by {@link answer} that are held before it is streamed: an answer that
+ * ends within them goes out in one piece, with the status of its outcome.
+ */
+const ANSWER_BUFFER = 1024 * 1024;
+
+/** Streamed chunks are about this large (small pieces are joined first). */
+const CHUNK = 256 * 1024;
+
+function concat(parts: Uint8Array[], n: number): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/**
+ * The bytes of an answer as they are produced: held while they fit {@link ANSWER_BUFFER}, then
+ * streamed to the client with backpressure ({@link flush} resolves once the client took enough).
+ */
+class AnswerSink {
+  #parts: Uint8Array[] = [];
+  #size = 0;
+  #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
+  /** The last write to the client (its failure: the client is gone). */
+  #last: Promise<void> = Promise.resolve();
+
+  /** `stream` is called once, with the body, when the answer outgrows the buffer. */
+  constructor(readonly stream: (body: ReadableStream<Uint8Array>) => void) {}
+
+  /** Whether bytes were handed to the client already (the status is then sent). */
+  get streaming(): boolean {
+    return this.#writer !== null;
+  }
+
+  /** Appends bytes (never written to afterwards). */
+  push(b: Uint8Array): void {
+    this.#parts.push(b);
+    this.#size += b.length;
+  }
+
+  /** Streams what is held once there is enough of it; resolves when the client can take more. */
+  flush(): Promise<void> | undefined {
+    if (this.#writer ? this.#size < CHUNK : this.#size <= ANSWER_BUFFER) return undefined;
+    if (!this.#writer) {
+      const ts = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: 4 }, {
+        highWaterMark: 4,
+      });
+      this.#writer = ts.writable.getWriter();
+      this.stream(ts.readable);
+    }
+    return this.#send();
+  }
+
+  /** Resolves when every byte handed to the client was taken; rejects when the client is gone. */
+  settled(): Promise<void> {
+    return this.#last;
+  }
+
+  /** The whole answer, when it never outgrew the buffer. */
+  bytes(): Uint8Array {
+    return concat(this.#parts, this.#size);
+  }
+
+  /** Sends what is left and ends the stream. */
+  async end(): Promise<void> {
+    await this.#send();
+    await this.#writer!.close();
+  }
+
+  /** Ends the stream with an error: the client sees a truncated answer. */
+  abort(e: unknown): void {
+    this.#writer?.abort(e).catch(() => {});
+  }
+
+  #send(): Promise<void> {
+    const chunk = concat(this.#parts, this.#size);
+    this.#parts = [];
+    this.#size = 0;
+    const sent = this.#writer!.write(chunk);
+    this.#last = sent;
+    sent.catch(() => {}); // reported through `settled` or the next write
+    return sent;
+  }
+}
+
+/**
+ * Runs planned queries in one transaction and answers with their results (a JSON array when
+ * `batch`, else the one result), each streamed as it is produced: one query's rows are in memory
+ * at a time. An answer that fits {@link ANSWER_BUFFER} is sent whole once committed (a failure
+ * gets its own status); a larger one starts streaming with status 200, and a failure after that
+ * rolls back and ends the stream with an error (truncated JSON), like a streamed read. The closing
+ * bytes are sent only after the commit.
+ */
+function answer(ctx: SvcContext, items: Planned[], batch: boolean): Promise<Response> {
+  const { promise, resolve, reject } = Promise.withResolvers<Response>();
+  const sink = new AnswerSink((body) => resolve(jsonResponse(body)));
+  const run = ctx.db.transaction(ctx.who, async (tx) => {
+    if (batch) sink.push(OPEN);
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
+      if (i) sink.push(COMMA);
+      try {
+        if (item.write) {
+          const result = await runWrite(ctx, tx, item.q, item.write);
+          sink.push(result === undefined ? NULL : encoder.encode(JSON.stringify(result)));
+        } else {
+          await streamRead(ctx, tx, item, sink);
+        }
+        await sink.flush();
+      } catch (e) {
+        if (batch) markIndex(e, i);
+        throw e;
+      }
+    }
+    // Never commit an answer the client did not take.
+    await sink.settled();
+  });
+  run.then(async () => {
+    if (batch) sink.push(CLOSE);
+    if (!sink.streaming) return resolve(jsonResponse(sink.bytes()));
+    await sink.end().catch(() => {});
+  }, (e) => {
+    if (!sink.streaming) return reject(e);
+    sink.abort(e);
+  });
+  return promise;
+}
+
+/** Marks a batch element's failure with its index (`details.index` of the error answer). */
+function markIndex(e: unknown, i: number): void {
+  if (e instanceof SvcError) {
+    e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
+  } else if (e instanceof Error) {
+    (e as Error & { batchIndex?: number }).batchIndex = i;
+  }
 }
 
 /** What a ComplexQuery asks for and the configuration allows. */
@@ -425,7 +632,7 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
   const plan = planWrite(r.node, q.data, "/data", { readBack: q.returns !== "none" });
   const cte = want.plan ? null : compileCteWrite(plan);
   if (!cte) {
-    return await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, "", { r, plan, cte }));
+    return await ctx.db.transaction(ctx.who, (tx) => runWrite(ctx, tx, q, { r, plan, cte }));
   }
   const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
   let results: Record<string, unknown>[][];
@@ -477,26 +684,18 @@ async function post(ctx: SvcContext, req: Request): Promise<Response> {
     if (q.data !== undefined) {
       return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
     }
-    const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
-    return jsonResponse(JSON.stringify(result));
+    return await answer(ctx, [await planQuery(ctx, q, "")], false);
   }
-  const results = await ctx.db.transaction(ctx.who, async (tx) => {
-    const out: unknown[] = [];
-    for (let i = 0; i < parsed.items.length; i++) {
-      try {
-        out.push(await runOne(ctx, tx, parsed.items[i], `/${i}`));
-      } catch (e) {
-        if (e instanceof SvcError) {
-          e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
-        } else if (e instanceof Error) {
-          (e as Error & { batchIndex?: number }).batchIndex = i;
-        }
-        throw e;
-      }
+  const items: Planned[] = [];
+  for (let i = 0; i < parsed.items.length; i++) {
+    try {
+      items.push(await planQuery(ctx, parsed.items[i], `/${i}`));
+    } catch (e) {
+      markIndex(e, i);
+      throw e;
     }
-    return out;
-  });
-  return jsonResponse(JSON.stringify(results));
+  }
+  return await answer(ctx, items, true);
 }
 
 /** GET /svc: the same read from the query string. */
