@@ -18,9 +18,8 @@ import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../compile/complex.ts";
 import { parseGetQuery } from "../compile/get.ts";
 import { planWrite } from "../write/plan.ts";
-import { executeWrite, resultOfCte, type WriteResult } from "../write/execute.ts";
-import { compileCteWrite, type CteWrite, ROOT_KEYS_SETTING } from "../write/cte.ts";
-import type { WritePlan } from "../write/plan.ts";
+import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
+import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
@@ -234,7 +233,6 @@ async function runOne(
   tx: RequestTx,
   q: ComplexQuery,
   pointer: string,
-  pre?: PlannedWrite,
 ): Promise<unknown> {
   const allow = ctx.cfg.pg.query;
   if (q.rollback && !allow.allow_rollback) {
@@ -243,7 +241,7 @@ async function runOne(
       "rollback is disabled (pg.query.allow_rollback)",
     );
   }
-  const r = pre?.r ?? resolveQuery(
+  const r = resolveQuery(
     ctx,
     q.query,
     `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
@@ -272,34 +270,15 @@ async function runOne(
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
   } else {
-    const plan = pre?.plan ??
-      planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" });
-    const cte = want.plan ? null : pre ? pre.cte : compileCteWrite(plan);
-    if (cte) {
-      // One statement, and the read-back pipelined right behind it.
-      const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
-      const settled = await Promise.allSettled([
-        tx.query(cte.sql, cte.params),
-        ...(back ? [tx.query(back.sql, back.params)] : []),
-      ]);
-      const [wrote, read] = settled;
-      if (wrote.status === "rejected") throw cte.error(wrote.reason);
-      if (read?.status === "rejected") throw read.reason;
-      const wr = resultOfCte(cte, wrote.value[0], { sql: want.sql, queryPlan: false });
-      writeOutput(out, q, want, wr, back, read?.status === "fulfilled" ? read.value : []);
-    } else {
-      const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
-      let back: { sql: string; params: unknown[] } | null = null;
-      let rows: Record<string, unknown>[] = [];
-      if (q.returns !== "none") {
-        back = capRowSize(
-          compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys }).rows,
-          ctx.cfg.pg.query.max_row_size,
-        );
-        rows = await tx.query(back.sql, back.params);
-      }
-      writeOutput(out, q, want, wr, back, rows);
-    }
+    const w = compileWrite(
+      planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" }),
+      { params: r.params, readBack: q.returns !== "none" },
+    );
+    // The statements and the read-back pipelined: one round trip.
+    const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
+    const opts = { sql: want.sql, queryPlan: want.plan };
+    const wr = await executeWrite(tx, w, opts, back ? [back] : []);
+    writeOutput(out, q, want, wr, back, wr.after[0] ?? []);
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
   return q.complex ? out : out.result;
@@ -316,25 +295,16 @@ function wanted(ctx: SvcContext, q: ComplexQuery) {
   };
 }
 
-/** A write resolved and planned ahead of its transaction; `cte` when it runs as one statement. */
-interface PlannedWrite {
-  r: Resolved;
-  plan: WritePlan;
-  cte: CteWrite | null;
-}
-
 /**
- * The read-back of a one-statement write: root keys from the setting the write stored. Its plan
- * is generic (the keys are not parameters): a plan made while a table was tiny may scan it until
- * autovacuum's next analyze invalidates the plan.
+ * The read-back of a write: the query's select over the root keys in payload order (known ones
+ * bound, the others from the setting the root's last statement stored). Its plan is generic when
+ * the keys come from the setting (they are not parameters): a plan made while a table was tiny
+ * may scan it until autovacuum's next analyze invalidates the plan.
  */
-function readBack(r: Resolved, plan: WritePlan, q: ComplexQuery, maxRowSize: number) {
+function readBack(r: Resolved, w: CompiledWrite, q: ComplexQuery, maxRowSize: number) {
   if (q.returns === "none") return null;
   return capRowSize(
-    compileRead(r.node, {
-      params: r.params,
-      rootKeys: { columns: [...plan.root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING },
-    }).rows,
+    compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows,
     maxRowSize,
   );
 }
@@ -359,9 +329,9 @@ function writeOutput(
 }
 
 /**
- * A single write request. A plan that runs as one statement is sent with begin, the role switch,
- * its read-back and commit (rollback, when the request asks for it: nothing else is in the
- * transaction) in one round trip; any other takes the transaction path (`runOne`), planned once.
+ * A single write request: begin, the role switch, every statement of the write, its read-back and
+ * commit (rollback, when the request asks for it: nothing else is in the transaction) sent in one
+ * round trip.
  */
 async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
   if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
@@ -372,22 +342,24 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
   }
   const want = wanted(ctx, q);
   const r = resolveQuery(ctx, q.query, "/query");
-  const plan = planWrite(r.node, q.data, "/data", { readBack: q.returns !== "none" });
-  const cte = want.plan ? null : compileCteWrite(plan);
-  if (!cte) {
-    return await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, "", { r, plan, cte }));
-  }
-  const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
+  const readBackWanted = q.returns !== "none";
+  const w = compileWrite(
+    planWrite(r.node, q.data, "/data", { readBack: readBackWanted }),
+    { params: r.params, readBack: readBackWanted },
+  );
+  const opts = { sql: want.sql, queryPlan: want.plan };
+  const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
+  const sent = toSend(w, opts);
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    results = await ctx.db.pipeline(ctx.who, back ? [cte, back] : [cte], end);
+    results = await ctx.db.pipeline(ctx.who, back ? [...sent, back] : sent, end);
   } catch (e) {
-    throw cte.error(e);
+    throw w.error(e);
   }
   const out: Record<string, unknown> = {};
-  const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
-  writeOutput(out, q, want, wr, back, results[1] ?? []);
+  const wr = writeResult(w, results.slice(0, sent.length), opts);
+  writeOutput(out, q, want, wr, back, results[sent.length] ?? []);
   return q.complex ? out : out.result;
 }
 
