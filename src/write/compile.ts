@@ -18,11 +18,12 @@ import {
   insertStatement,
   lookupStatement,
   ROOT_KEYS_SETTING,
+  rootKeysStatement,
   type RowsSpec,
   sourceField,
-  type Store,
   updateStatement,
   upsertStatement,
+  valuesSetting,
 } from "./statements.ts";
 import type { DeleteStep, PlanNode, RowsStep, Stat, WritePlan } from "./types.ts";
 import type { JsonValue } from "./values.ts";
@@ -39,10 +40,10 @@ export interface WriteStatement {
   sql: string;
   params: unknown[];
   /**
-   * Where its counts come from: its one row (`i`, `u`, `d`), or the command count of a plain
-   * INSERT or DELETE.
+   * Where its counts come from: its one row (`i`, `u`, `d`), the command count of a plain INSERT
+   * or DELETE, or nowhere (the statement storing the root keys).
    */
-  counts: "row" | "inserted" | "deleted";
+  counts: "row" | "inserted" | "deleted" | "none";
 }
 
 /** A write compiled to statements. */
@@ -72,6 +73,14 @@ interface Check {
   /** missing: a row other rows take values from was not written nor found. */
   kind: "update" | "lookup" | "count" | "missing";
   node: PlanNode;
+  /** missing: the node's row at each position of the statement that stored them. */
+  rows?: number[];
+}
+
+/** Where a row's run-time values are: the statement that stored them and the row's position. */
+interface Stored {
+  statement: number;
+  pos: number;
 }
 
 /** Plan nodes in select order (a node before its joins). */
@@ -91,12 +100,14 @@ export function preorder(plan: WritePlan): PlanNode[] {
  */
 export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): CompiledWrite {
   const checks: Check[] = [];
-  const check = (kind: Check["kind"], node: PlanNode) => checks.push({ kind, node }) - 1;
-  /** Per node: row → the row it was merged with (same key, same values). */
-  const aliases = new Map<number, Map<number, number>>();
-  const canon = (node: number, row: number) => aliases.get(node)?.get(row) ?? row;
+  const check = (c: Check) => checks.push(c) - 1;
+  /** Per node and row: where its run-time values are (the last statement storing them). */
+  const stored = new Map<number, Map<number, Stored>>();
+  const storedOf = (node: number, row: number) => stored.get(node)?.get(row);
+  /** Per statement that stores: the node's row at each position. */
+  const positions = new Map<number, number[]>();
 
-  // Nodes whose run-time values other statements take: they store them.
+  // Nodes whose run-time values other statements take: their statements store them.
   const consumed = new Set<number>();
   for (const n of plan.nodes) {
     for (const row of n.rows) for (const f of row.fills) consumed.add(f.node);
@@ -107,52 +118,38 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
   const readBack = opts.readBack !== false && root.returning.length > 0;
   const rootRuntime = readBack && root.written && root.rows.some((r) => !staticKey(r.values));
   if (rootRuntime) consumed.add(root.id);
-  const lastStep = new Map<number, number>();
-  plan.steps.forEach((s, i) => {
-    if (s.kind !== "delete") lastStep.set(s.node, i);
-  });
 
   const statements: WriteStatement[] = [];
-  const stored = new Set<number>();
-  for (let i = 0; i < plan.steps.length; i++) {
-    const step = plan.steps[i];
+  for (const step of plan.steps) {
     const node = plan.nodes[step.node];
     if (step.kind === "delete") {
       statements.push(deleteOf(plan, node, step, opts.params));
       continue;
     }
-    const built = buildInput(node, step, aliases, canon);
-    const fills: FillSource[] = built.fills.map(([column, src, from]) => ({
+    const index = statements.length;
+    const built = buildInput(node, step, storedOf);
+    const fills: FillSource[] = built.fills.map(([column, src, statement, from]) => ({
       column,
-      node: src,
+      statement,
       index: plan.nodes[src].returning.indexOf(from),
-      check: check("missing", plan.nodes[src]),
+      check: check({ kind: "missing", node: plan.nodes[src], rows: positions.get(statement) }),
     }));
     for (const f of fills) {
       if (f.index < 0) throw new SvcError("INTERNAL", `write: ${f.column} from an unread column`);
     }
-    const params: unknown[] = [JSON.stringify(built.input)];
-    let store: Store | null = null;
-    if (consumed.has(node.id)) {
-      let rootKeys: string | null = null;
-      if (node === root && rootRuntime && lastStep.get(node.id) === i) {
-        params.push(JSON.stringify(
-          root.rows.map((row, r) =>
-            staticKey(row.values)
-              ? root.keyColumns.map((c) => row.values.get(c) as JsonValue)
-              : canon(root.id, r)
-          ),
-        ));
-        rootKeys = `$${params.length}`;
-      }
-      store = { node: node.id, merge: stored.has(node.id), rootKeys };
-      stored.add(node.id);
+    const store = consumed.has(node.id);
+    if (store) {
+      let m = stored.get(node.id);
+      if (!m) stored.set(node.id, m = new Map());
+      for (const [r, pos] of built.pos) m.set(r, { statement: index, pos });
+      positions.set(index, built.input.map((o) => o["@o"] as number));
     }
+    const params: unknown[] = [JSON.stringify(built.input)];
     const spec: RowsSpec = {
       target: node,
       columns: step.columns,
       fills,
-      param: "$1",
+      index,
       store,
       marker: MARKER,
       check: -1,
@@ -161,12 +158,13 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
     let counts: WriteStatement["counts"] = "row";
     switch (step.kind) {
       case "insert":
-        spec.check = check("count", node);
+        spec.check = check({ kind: "count", node });
         sql = insertStatement(spec);
-        if (!store) counts = "inserted";
+        if (store) params.push(String(built.input.length));
+        else counts = "inserted";
         break;
       case "update":
-        spec.check = check("update", node);
+        spec.check = check({ kind: "update", node });
         sql = updateStatement(spec);
         break;
       case "upsert":
@@ -176,19 +174,45 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         sql = insertOrKeepStatement(spec);
         break;
       case "lookup":
-        spec.check = check("lookup", node);
+        spec.check = check({ kind: "lookup", node });
         sql = lookupStatement(spec);
         break;
     }
     statements.push({ path: node.path, node: node.id, sql, params, counts });
   }
 
-  const rootKeys: RootKeys = rootRuntime
-    ? { columns: [...root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING }
-    : {
-      columns: [...root.keyColumns],
-      rows: root.rows.map((row) => root.keyColumns.map((c) => literal(row.values.get(c)))),
-    };
+  // The root keys in payload order: known ones bound; run-time ones from the setting of the one
+  // statement that stored every root row in payload order, else gathered by one more statement.
+  let rootKeys: RootKeys = {
+    columns: [...root.keyColumns],
+    rows: root.rows.map((row) => root.keyColumns.map((c) => literal(row.values.get(c)))),
+  };
+  if (rootRuntime) {
+    const where = root.rows.map((row, r) => staticKey(row.values) ? null : storedOf(root.id, r));
+    const first = where[0];
+    if (first && where.every((w, r) => w && w.statement === first.statement && w.pos === r)) {
+      rootKeys = {
+        columns: [...root.keyColumns],
+        rows: [],
+        setting: valuesSetting(first.statement),
+      };
+    } else {
+      const entries = root.rows.map((row, r) => {
+        if (staticKey(row.values)) return [root.keyColumns.map((c) => row.values.get(c)!)];
+        const w = where[r];
+        if (!w) throw new SvcError("INTERNAL", `write: no value for the key of root row ${r}`);
+        return [w.statement, w.pos];
+      });
+      statements.push({
+        path: root.path,
+        node: root.id,
+        sql: rootKeysStatement(),
+        params: [JSON.stringify(entries)],
+        counts: "none",
+      });
+      rootKeys = { columns: [...root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING };
+    }
+  }
   const written = preorder(plan).filter((n) => n.written);
 
   return {
@@ -209,7 +233,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       statements.forEach((s, i) => {
         const st = byNode.get(s.node);
         const rows = results[i];
-        if (!st || !rows) return;
+        if (!st || !rows || s.counts === "none") return;
         if (s.counts === "row") {
           const row = rows[0] ?? {};
           st.inserted += Number(row.i ?? 0);
@@ -226,19 +250,19 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
     error(e) {
       const m = new RegExp(`${MARKER}:(\\d+):(-?\\d+)`).exec(String((e as Error)?.message ?? ""));
       if (!m) return e;
-      const { kind, node } = checks[Number(m[1])];
-      const r = Number(m[2]);
-      if (kind === "count") {
+      const c = checks[Number(m[1])];
+      const node = c.node;
+      if (c.kind === "count") {
         return new SvcError(
           "INTERNAL",
-          `inserting into ${node.table}: fewer rows returned than sent (a trigger skipped rows?)`,
+          `inserting into ${node.table}: another number of rows returned than sent (a trigger skipped rows?)`,
         );
       }
-      const row = node.rows[r];
+      const row = node.rows[c.kind === "missing" ? c.rows?.[Number(m[2])] ?? -1 : Number(m[2])];
       if (!row) return e;
-      if (kind === "update" || (kind === "missing" && row.action === "update")) {
-        const key = node.keyColumns.map((c) =>
-          `${c} = ${JSON.stringify(row.values.get(c) ?? null)}`
+      if (c.kind === "update" || (c.kind === "missing" && row.action === "update")) {
+        const key = node.keyColumns.map((k) =>
+          `${k} = ${JSON.stringify(row.values.get(k) ?? null)}`
         ).join(", ");
         return invalid(
           row.pointer,
@@ -302,30 +326,39 @@ function deleteOf(
 /** The rows of one statement and the run-time values they take. */
 interface BuiltInput {
   input: Record<string, JsonValue>[];
-  /** [input column, source node, source column]: one per column and source node. */
-  fills: [string, number, string][];
+  /** [input column, source node, source statement, source column]: one per column and statement. */
+  fills: [string, number, number, string][];
+  /** Each row of the step and its position in the input (a merged row: its twin's). */
+  pos: [number, number][];
 }
 
 /**
- * The input rows of a step. A value only known at run time is sent as the `"@o"` of its source
- * row (field `"@s<node>"`). Rows sharing a key in a statement that matches by key (update,
- * upsert, insert-or-keep, lookup) are sent once when they carry the same values — e.g. two tracks
- * linking the same genre object — and rejected when they differ (known values and run-time
- * sources alike).
+ * The input rows of a step. A value only known at run time is sent as the position of its source
+ * row in the statement that stored it (field `"@s<statement>"`). Rows sharing a key in a
+ * statement that matches by key (update, upsert, insert-or-keep, lookup) are sent once when they
+ * carry the same values — e.g. two tracks linking the same genre object — and rejected when they
+ * differ (known values and run-time sources alike).
  */
 function buildInput(
   node: PlanNode,
   step: RowsStep,
-  aliases: Map<number, Map<number, number>>,
-  canon: (node: number, row: number) => number,
+  storedOf: (node: number, row: number) => Stored | undefined,
 ): BuiltInput {
   const input: Record<string, JsonValue>[] = [];
-  const fills: [string, number, string][] = [];
+  const fills: [string, number, number, string][] = [];
   const fillIndex = new Set<string>();
-  const seen = new Map<string, { r: number; body: string }>();
+  const pos: [number, number][] = [];
+  const seen = new Map<string, { r: number; body: string; pos: number }>();
   const keyCols = step.kind === "update" || step.kind === "lookup"
     ? node.keyColumns
     : node.conflictColumns;
+  const source = (f: { node: number; row: number; column: string }) => {
+    const w = storedOf(f.node, f.row);
+    if (!w) {
+      throw new SvcError("INTERNAL", `write order: ${node.table}.${f.column} before its source`);
+    }
+    return w;
+  };
   for (const r of step.rows) {
     const prow = node.rows[r];
     const o: Record<string, JsonValue> = Object.create(null);
@@ -333,7 +366,9 @@ function buildInput(
       const v = prow.values.get(c);
       if (v !== undefined) return typeof v === "number" ? String(v) : v;
       const f = prow.fills.find((x) => x.column === c);
-      return f ? { "@fill": [f.node, canon(f.node, f.row), f.from] } : null;
+      if (!f) return null;
+      const w = source(f);
+      return { "@fill": [w.statement, w.pos, f.from] };
     };
     o["@o"] = r;
     for (const c of step.columns) {
@@ -343,12 +378,13 @@ function buildInput(
       if (c.flag) o[`@p:${c.name}`] = prow.writes.has(c.name);
       const f = prow.fills.find((x) => x.column === c.name);
       if (sends && f && v === undefined) {
-        const id = `${c.name}\0${f.node}`;
+        const w = source(f);
+        const id = `${c.name}\0${w.statement}`;
         if (!fillIndex.has(id)) {
           fillIndex.add(id);
-          fills.push([c.name, f.node, f.from]);
+          fills.push([c.name, f.node, w.statement, f.from]);
         }
-        o[sourceField(f.node)] = canon(f.node, f.row);
+        o[sourceField(w.statement)] = w.pos;
       }
     }
     if (step.kind !== "insert") {
@@ -369,14 +405,13 @@ function buildInput(
               `(the other is ${node.rows[first.r].pointer})`,
           );
         }
-        let a = aliases.get(node.id);
-        if (!a) aliases.set(node.id, a = new Map());
-        a.set(r, first.r);
+        pos.push([r, first.pos]);
         continue;
       }
-      seen.set(key, { r, body });
+      seen.set(key, { r, body, pos: input.length });
     }
+    pos.push([r, input.length]);
     input.push(o);
   }
-  return { input, fills };
+  return { input, fills, pos };
 }

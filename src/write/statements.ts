@@ -8,23 +8,25 @@
  * see its parent). Its rows arrive as ONE jsonb parameter (sent as text and cast, so that no
  * driver re-encodes it) expanded by `jsonb_to_recordset` with the introspected column types — a
  * wrong-typed value fails in the database with a 22xxx error, never in JavaScript. Every input row
- * carries its position `"@o"` (index of the row in its plan node).
+ * carries its position `"@o"` (index of the row in its plan node); the input is in `"@o"` order.
  *
  * Values only the database knows (a generated key) flow between statements inside the database:
- * a statement whose rows others need stores them, as text, in the transaction-local setting
- * {@link valuesSetting} of its node — a JSON object from `"@o"` to the array of the node's
- * returned columns — and a statement needing them takes them from there by the source row's
- * `"@o"` (the input field `"@s<node>"`). UPDATE returns `x."@o"`; the ON CONFLICT forms join the
- * written rows back to the input by their conflict columns; a plain INSERT has no identity before
- * it is inserted: its input is sorted by `"@o"` and RETURNING rows come back in that order
- * (ModifyTable inserts the rows of its sorted subplan one at a time, the CTE's tuple store keeps
- * them in that order), so the n-th returned row is the n-th input ordinal — and the counts are
- * checked.
+ * a statement whose rows others need stores them in the transaction-local setting
+ * {@link valuesSetting} of its statement index — a JSON array with one entry per input row, in
+ * input order: the array of the row's returned columns as text (the key first), or null for a row
+ * it did not write (a kept `ON CONFLICT DO NOTHING` row). A statement needing them reads the
+ * setting once and takes each row's value by position (the input field `"@s<statement>"`). UPDATE
+ * returns `x."@o"` and the ON CONFLICT forms join the written rows back to the input by their
+ * conflict columns; a plain INSERT has no identity before it is inserted: its input is sorted by
+ * `"@o"` and RETURNING rows come back in that order (ModifyTable inserts the rows of its sorted
+ * subplan one at a time, the CTE's tuple store keeps them in that order), so the n-th returned row
+ * is the n-th input row — and the count is checked.
  *
  * A check (an UPDATE whose key matched no row, a kept row that does not exist, an INSERT that
- * returned fewer rows than it was given, a value taken from a row that was not written) raises
- * inside its statement: `invalid input syntax for type integer: "<marker>:<check>:<row>"`, a cast
- * of a marker text, which compile.ts maps back to its QUERY_INVALID and pointer.
+ * returned another number of rows than it was given, a value taken from a row that was not
+ * written) raises inside its statement: `invalid input syntax for type integer:
+ * "<marker>:<check>:<row>"`, a cast of a marker text, which compile.ts maps back to its
+ * QUERY_INVALID and pointer.
  *
  * Identifiers are quoted with `ident`; types are `format_type` text from the catalogs; nothing
  * from the request is spliced into SQL.
@@ -51,29 +53,15 @@ export interface StatementTarget {
   returning: string[];
 }
 
-/** A value of an input column taken at run time from another node's stored rows. */
+/** A value of an input column taken at run time from the rows an earlier statement stored. */
 export interface FillSource {
   /** Column of the input receiving the value. */
   column: string;
-  /** Source node (its setting) and the index of the source column in its `returning`. */
-  node: number;
+  /** Statement (its setting) and the index of the source column in its stored entries. */
+  statement: number;
   index: number;
-  /** Check raised when the source row has no stored values. */
+  /** Check raised when the source row has no stored values (the row's position is the value). */
   check: number;
-}
-
-/** Where a statement's run-time values go. */
-export interface Store {
-  /** Node whose setting receives the rows. */
-  node: number;
-  /** Merge into what earlier statements of the node stored (else replace). */
-  merge: boolean;
-  /**
-   * Also store the root keys, in payload order, in {@link ROOT_KEYS_SETTING}: the parameter (its
-   * `$n`) holds one entry per root row, its key values, or the `"@o"` of the stored row holding
-   * them.
-   */
-  rootKeys: string | null;
 }
 
 /** The shared parts of a rows statement. */
@@ -81,19 +69,19 @@ export interface RowsSpec {
   target: StatementTarget;
   columns: InputColumn[];
   fills: FillSource[];
-  /** `$n` of the rows parameter. */
-  param: string;
-  /** Where the written rows go; null: nobody needs them. */
-  store: Store | null;
+  /** The statement's index: its setting when it stores its rows ({@link valuesSetting}). */
+  index: number;
+  /** Whether later statements need its rows (it stores them). */
+  store: boolean;
   /** A process-unique marker of check failures (see the module comment). */
   marker: string;
   /** The check raised by this statement (update, lookup: missing rows; insert: row counts). */
   check: number;
 }
 
-/** The transaction-local setting holding node `node`'s run-time values. */
-export function valuesSetting(node: number): string {
-  return `svc.w_${node}`;
+/** The transaction-local setting holding the rows statement `index` stored. */
+export function valuesSetting(index: number): string {
+  return `svc.w_${index}`;
 }
 
 /** The transaction-local setting holding the root keys of the last write (payload order). */
@@ -124,9 +112,9 @@ export function recordset(
   return `jsonb_to_recordset(${param}::text::jsonb) AS ${alias}(${defs.join(", ")})`;
 }
 
-/** Name of the input field holding the source row of `node`. */
-export function sourceField(node: number): string {
-  return `@s${node}`;
+/** Name of the input field holding a row's position in the rows statement `index` stored. */
+export function sourceField(index: number): string {
+  return `@s${index}`;
 }
 
 /** A check failure: raises when `row` (an integer expression) is not null. */
@@ -136,35 +124,34 @@ function raise(marker: string, check: number, row: string): string {
 
 /**
  * The input rows: `SELECT r."@o", <column values> FROM jsonb_to_recordset(…) AS r …`, a value
- * filled at run time taken from its source node's setting (read once per statement).
+ * filled at run time taken from the setting of the statement that stored it (read once).
  */
-function input(spec: RowsSpec): string {
-  const sources = [...new Set(spec.fills.map((f) => f.node))];
+function input(spec: RowsSpec, param = "$1"): string {
+  const sources = [...new Set(spec.fills.map((f) => f.statement))];
   const defs = [
     ...spec.columns,
-    ...sources.map((n) => ({ name: sourceField(n), type: "integer" })),
+    ...sources.map((k) => ({ name: sourceField(k), type: "integer" })),
   ];
   const cols = spec.columns.map((c) => {
     const q = ident(c.name);
     const flag = c.flag ? `, r.${ident(flagName(c.name))}` : "";
     const fills = spec.fills.filter((f) => f.column === c.name);
     if (fills.length === 0) return `r.${q}${flag}`;
-    // A row takes the column from at most one source; a source row without stored values fails.
+    // A row takes the column from at most one statement; a source row without values fails.
     const cases = fills.map((f) => {
-      const at = `r.${ident(sourceField(f.node))}`;
-      const v = `"s${f.node}"."v"`;
-      return `WHEN ${at} IS NULL THEN NULL WHEN ${v} ? ${at}::text THEN (${v} -> ${at}::text ->> ${f.index})::${c.type} ` +
-        `ELSE CASE WHEN ${raise(spec.marker, f.check, at)} = 0 THEN NULL END::${c.type}`;
+      const at = `r.${ident(sourceField(f.statement))}`;
+      const entry = `"s${f.statement}"."v" -> ${at}`;
+      return `CASE WHEN ${at} IS NULL THEN NULL WHEN jsonb_typeof(${entry}) = 'array' THEN ` +
+        `(${entry} ->> ${f.index})::${c.type} ELSE CASE WHEN ${
+          raise(spec.marker, f.check, at)
+        } = 0 THEN NULL END::${c.type} END`;
     });
-    const value = fills.length === 1
-      ? `CASE ${cases[0]} END`
-      : `coalesce(${cases.map((k) => `CASE ${k} END`).join(", ")})`;
-    return `coalesce(${value}, r.${q}) AS ${q}${flag}`;
+    return `coalesce(${[...cases, `r.${q}`].join(", ")}) AS ${q}${flag}`;
   });
-  const joins = sources.map((n) =>
-    ` CROSS JOIN (SELECT current_setting('${valuesSetting(n)}')::jsonb AS "v" OFFSET 0) AS "s${n}"`
+  const joins = sources.map((k) =>
+    ` CROSS JOIN (SELECT current_setting('${valuesSetting(k)}')::jsonb AS "v" OFFSET 0) AS "s${k}"`
   );
-  return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${recordset(defs, "r", spec.param)}${
+  return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${recordset(defs, "r", param)}${
     joins.join("")
   }`;
 }
@@ -177,61 +164,40 @@ function matchOn(cols: string[], left: string, right: string): string {
   return cols.map((c) => `${left}.${ident(c)} = ${right}.${ident(c)}`).join(" AND ");
 }
 
-/**
- * The statement's last part: `SELECT <inserted>, <updated>, 0 AS "d", <check>, <stored values>`
- * over `m` (the written rows with their `"@o"`).
- */
-function tail(spec: RowsSpec, counts: [string, string], check: string | null): string {
-  const out = [`${counts[0]} AS "i"`, `${counts[1]} AS "u"`, `0 AS "d"`];
-  if (check) out.push(`${check} AS "c"`);
-  const store = spec.store;
-  if (!store) return `SELECT ${out.join(", ")}`;
-  const setting = valuesSetting(store.node);
-  const rows = `(SELECT coalesce(jsonb_object_agg(m."@o", jsonb_build_array(${
-    spec.target.returning.map((c) => `m.${ident(c)}`).join(", ")
-  })), '{}') FROM m)`;
-  const value = store.merge
-    ? `coalesce(nullif(current_setting('${setting}', true), '')::jsonb, '{}') || ${rows}`
-    : rows;
-  out.push(`set_config('${setting}', "v"."v"::text, true) AS "s"`);
-  if (store.rootKeys) {
-    out.push(
-      `set_config('${ROOT_KEYS_SETTING}', (SELECT coalesce(json_agg(CASE WHEN jsonb_typeof(a.e) = ` +
-        `'number' THEN "v"."v" -> (a.e #>> '{}') ELSE a.e END ORDER BY a.o), '[]')::text FROM ` +
-        `jsonb_array_elements(${store.rootKeys}::text::jsonb) WITH ORDINALITY AS a(e, o)), true) AS "r"`,
-    );
-  }
-  return `SELECT ${out.join(", ")} FROM (SELECT ${value} AS "v") AS "v"`;
+/** `set_config(<setting of the statement>, <entries of rel in order>)`; null entries where `when` fails. */
+function storeExpr(
+  spec: RowsSpec,
+  rel: string,
+  order: string | null,
+  when?: string,
+  cast = "",
+): string {
+  const entry = `json_build_array(${
+    spec.target.returning.map((c) => `${rel}.${ident(c)}${cast}`).join(", ")
+  })`;
+  const value = when ? `CASE WHEN ${when} THEN ${entry} END` : entry;
+  return `set_config('${valuesSetting(spec.index)}', coalesce(json_agg(${value}${
+    order ? ` ORDER BY ${order}` : ""
+  }), '[]')::text, true) AS "s"`;
 }
 
 /**
  * Multi-row INSERT in input order. Without a store: a plain `INSERT … SELECT` (its command
- * count is the inserted count).
+ * count is the inserted count). With one, `$2` is the number of input rows (checked).
  */
 export function insertStatement(spec: RowsSpec): string {
   const t = spec.target;
   const names = spec.columns.map((c) => ident(c.name));
   const list = names.length > 0 ? ` (${names.join(", ")})` : "";
-  if (!spec.store) {
-    return `INSERT INTO ${qname(t)} AS t${list} SELECT ${
-      names.map((n) => `x.${n}`).join(", ")
-    } FROM (${input(spec)}) AS x ORDER BY x."@o"`;
-  }
-  return `WITH x AS (${input(spec)}), ` +
-    `w AS (INSERT INTO ${qname(t)} AS t${list} SELECT ${
-      names.map((n) => `x.${n}`).join(", ")
-    } FROM x ORDER BY x."@o" RETURNING ${returning(t)}), ` +
-    `m AS (SELECT o."@o", w.* FROM (SELECT row_number() OVER () AS "@n", * FROM w) AS w JOIN ` +
-    `(SELECT x."@o", row_number() OVER (ORDER BY x."@o") AS "@n" FROM x) AS o ON o."@n" = w."@n") ` +
-    tail(
-      spec,
-      [`(SELECT count(*) FROM w)::int`, "0"],
-      raise(
-        spec.marker,
-        spec.check,
-        `CASE WHEN (SELECT count(*) FROM w) <> (SELECT count(*) FROM x) THEN -1 END`,
-      ),
-    );
+  const head = `INSERT INTO ${qname(t)} AS t${list} SELECT ${
+    names.map((n) => `x.${n}`).join(", ")
+  } FROM (${input(spec)}) AS x ORDER BY x."@o"`;
+  if (!spec.store) return head;
+  const counted = `CASE WHEN count(*) <> $2::int THEN count(*) END`;
+  return `WITH w AS (${head} RETURNING ${returning(t)}) ` +
+    `SELECT count(*)::int AS "i", 0 AS "u", 0 AS "d", ${
+      raise(spec.marker, spec.check, counted)
+    } AS "c", ${storeExpr(spec, "w", null)} FROM w`;
 }
 
 /** Multi-row UPDATE by key; a flagged column is only set in rows whose flag is true. */
@@ -250,9 +216,10 @@ export function updateStatement(spec: RowsSpec): string {
     `w AS (UPDATE ${qname(t)} AS t SET ${set.join(", ")} FROM x WHERE ${
       matchOn(match, "t", "x")
     } ` +
-    `RETURNING x."@o" AS "@o", ${returning(t)})` +
-    (spec.store ? `, m AS (SELECT * FROM w) ` : " ") +
-    tail(spec, ["0", `(SELECT count(*) FROM w)::int`], raise(spec.marker, spec.check, missing));
+    `RETURNING x."@o" AS "@o", ${returning(t)}) ` +
+    `SELECT 0 AS "i", count(*)::int AS "u", 0 AS "d", ${
+      raise(spec.marker, spec.check, missing)
+    } AS "c"${spec.store ? `, ${storeExpr(spec, "w", `w."@o"`)}` : ""} FROM w`;
 }
 
 /** The INSERT … ON CONFLICT forms, joined back to the input by the conflict columns. */
@@ -262,20 +229,21 @@ function conflictInsert(spec: RowsSpec, action: string, inserted: string | null)
   const back = t.conflictColumns.map((c, i) => `t.${ident(c)} AS "@m${i}"`);
   const on = t.conflictColumns.map((c, i) => `w."@m${i}" = x.${ident(c)}`).join(" AND ");
   const ret = [...(inserted ? [`${inserted} AS "@ins"`] : []), ...back, returning(t)];
-  const counts: [string, string] = inserted
-    ? [
-      `(SELECT count(*) FILTER (WHERE w."@ins") FROM w)::int`,
-      `(SELECT count(*) FILTER (WHERE NOT w."@ins") FROM w)::int`,
-    ]
-    : [`(SELECT count(*) FROM w)::int`, "0"];
-  return `WITH x AS (${input(spec)}), ` +
-    `w AS (INSERT INTO ${qname(t)} AS t (${names.join(", ")}) SELECT ${
-      names.map((n) => `x.${n}`).join(", ")
-    } FROM x ORDER BY x."@o" ON CONFLICT (${
-      t.conflictColumns.map(ident).join(", ")
-    }) ${action} RETURNING ${ret.join(", ")})` +
-    (spec.store ? `, m AS (SELECT x."@o", w.* FROM w JOIN x ON ${on}) ` : " ") +
-    tail(spec, counts, null);
+  const insert = `INSERT INTO ${qname(t)} AS t (${names.join(", ")}) SELECT ${
+    names.map((n) => `x.${n}`).join(", ")
+  } FROM x ORDER BY x."@o" ON CONFLICT (${
+    t.conflictColumns.map(ident).join(", ")
+  }) ${action} RETURNING ${ret.join(", ")}`;
+  // With a store, every input row in order with what was written for it (nothing: a kept row).
+  const written = spec.store ? `w."@m0" IS NOT NULL` : "true";
+  const count = (cond: string) => `count(*) FILTER (WHERE ${cond})::int`;
+  const counts = inserted
+    ? `${count(`${written} AND w."@ins"`)} AS "i", ${count(`${written} AND NOT w."@ins"`)} AS "u"`
+    : `${count(written)} AS "i", 0 AS "u"`;
+  const store = spec.store ? `, ${storeExpr(spec, "w", `x."@o"`, written)}` : "";
+  return `WITH x AS (${input(spec)}), w AS (${insert}) SELECT ${counts}, 0 AS "d"${store} FROM ${
+    spec.store ? `x LEFT JOIN w ON ${on}` : "w"
+  }`;
 }
 
 /** `INSERT … ON CONFLICT (conflict columns) DO UPDATE`, telling inserted from updated rows. */
@@ -299,13 +267,23 @@ export function insertOrKeepStatement(spec: RowsSpec): string {
 export function lookupStatement(spec: RowsSpec): string {
   const t = spec.target;
   const match = spec.columns.map((c) => c.name);
-  const missing =
-    `(SELECT min(x."@o") FROM x WHERE NOT EXISTS (SELECT FROM m WHERE m."@o" = x."@o"))`;
-  return `WITH x AS (${input(spec)}), ` +
-    `m AS (SELECT x."@o", ${returning(t)} FROM ${qname(t)} AS t JOIN x ON ${
-      matchOn(match, "t", "x")
-    }) ` +
-    tail(spec, ["0", "0"], raise(spec.marker, spec.check, missing));
+  const found = `t.${ident(match[0])} IS NOT NULL`;
+  const missing = `min(x."@o") FILTER (WHERE NOT (${found}))`;
+  return `WITH x AS (${input(spec)}) SELECT 0 AS "i", 0 AS "u", 0 AS "d", ${
+    raise(spec.marker, spec.check, missing)
+  } AS "c"${
+    spec.store ? `, ${storeExpr(spec, "t", `x."@o"`, found, "::text")}` : ""
+  } FROM x LEFT JOIN ${qname(t)} AS t ON ${matchOn(match, "t", "x")}`;
+}
+
+/**
+ * Stores the root keys in payload order in {@link ROOT_KEYS_SETTING} from `$1`: one entry per
+ * root row, its key values, or `[statement, position]` of the stored row holding them.
+ */
+export function rootKeysStatement(): string {
+  return `SELECT set_config('${ROOT_KEYS_SETTING}', coalesce(json_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
+    `'array' THEN a.e -> 0 ELSE current_setting('svc.w_' || (a.e ->> 0))::jsonb -> (a.e ->> 1)::int END ` +
+    `ORDER BY a.o), '[]')::text, true) AS "r" FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(e, o)`;
 }
 
 /**
