@@ -169,6 +169,53 @@ export function readCacheStats(): { size: number; bytes: number } {
 /** Requests longer than this are not cached. */
 const CACHE_MAX_KEY = 4096;
 
+/**
+ * Parsed write queries by (state, role, pointer, query text): a repeated write skips parsing and
+ * validating its query (its SQL per payload shape is cached on the parsed tree, see
+ * src/write/compile.ts). Emptied when a reload swaps the state; the oldest entry goes first.
+ */
+class WriteQueryCache {
+  #state: AppState | null = null;
+  #map = new Map<string, RelationNode>();
+
+  /** A cache of at most `max` entries. */
+  constructor(readonly max = 500) {}
+
+  /** The tree cached for `key` under `state` (a new state empties the cache first). */
+  get(state: AppState, key: string): RelationNode | undefined {
+    if (state !== this.#state) {
+      this.#state = state;
+      this.#map.clear();
+      return undefined;
+    }
+    return this.#map.get(key);
+  }
+
+  /** Caches `node` for `key`. */
+  set(key: string, node: RelationNode): void {
+    if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
+    this.#map.set(key, node);
+  }
+}
+
+const writeQueries = new WriteQueryCache();
+
+/** Resolves a write's query position, an ad-hoc one through {@link writeQueries}. */
+function resolveWrite(ctx: SvcContext, query: unknown, pointer: string): Resolved {
+  if (!isObject(query) || "wellknown" in query) return resolveQuery(ctx, query, pointer);
+  const text = JSON.stringify(query);
+  if (text.length > CACHE_MAX_KEY) return resolveQuery(ctx, query, pointer);
+  const key = `${ctx.who.role}\0${pointer}\0${text}`;
+  const hit = writeQueries.get(ctx.state, key);
+  if (hit) return { node: hit };
+  const r = resolveQuery(ctx, query, pointer);
+  writeQueries.set(key, r.node);
+  return r;
+}
+
+/** Read-backs by query and root-key setting (their text and values depend on nothing else). */
+const readBacks = new WeakMap<RelationNode, Map<string, Statement>>();
+
 function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): Response {
   return new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
 }
@@ -241,12 +288,12 @@ async function runOne(
       "rollback is disabled (pg.query.allow_rollback)",
     );
   }
-  const r = resolveQuery(
+  const isWrite = q.data !== undefined;
+  const r = (isWrite ? resolveWrite : resolveQuery)(
     ctx,
     q.query,
-    `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
+    `${pointer}${q.complex || isWrite ? "/query" : ""}`,
   );
-  const isWrite = q.data !== undefined;
   const want = wanted(ctx, q);
   const out: Record<string, unknown> = {};
   if (q.rollback) tx.send("savepoint svc_rollback");
@@ -301,12 +348,23 @@ function wanted(ctx: SvcContext, q: ComplexQuery) {
  * the keys come from the setting (they are not parameters): a plan made while a table was tiny
  * may scan it until autovacuum's next analyze invalidates the plan.
  */
-function readBack(r: Resolved, w: CompiledWrite, q: ComplexQuery, maxRowSize: number) {
+function readBack(
+  r: Resolved,
+  w: CompiledWrite,
+  q: ComplexQuery,
+  maxRowSize: number,
+): Statement | null {
   if (q.returns === "none") return null;
-  return capRowSize(
-    compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows,
-    maxRowSize,
-  );
+  const compile = () =>
+    capRowSize(compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows, maxRowSize);
+  const setting = w.rootKeys.setting;
+  if (setting === undefined || r.params !== undefined) return compile();
+  let bySetting = readBacks.get(r.node);
+  if (!bySetting) readBacks.set(r.node, bySetting = new Map());
+  const key = `${setting}\0${maxRowSize}`;
+  let stmt = bySetting.get(key);
+  if (!stmt) bySetting.set(key, stmt = compile());
+  return stmt;
 }
 
 /** Fills the response of a write: result, stats, sql, query_plan. */
@@ -341,7 +399,7 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
     );
   }
   const want = wanted(ctx, q);
-  const r = resolveQuery(ctx, q.query, "/query");
+  const r = resolveWrite(ctx, q.query, "/query");
   const readBackWanted = q.returns !== "none";
   const w = compileWrite(
     planWrite(r.node, q.data, "/data", { readBack: readBackWanted }),

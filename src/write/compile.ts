@@ -6,7 +6,7 @@
  * transaction-local settings, see statements.ts), so all of them, the read-back and commit go to
  * the database in one round trip. Pure: no I/O.
  */
-import type { LiteralValue, RootKeys } from "../compile/ast.ts";
+import type { LiteralValue, RelationNode, RootKeys } from "../compile/ast.ts";
 import { compileCondition } from "../compile/sql.ts";
 import type { Row } from "../db/tx.ts";
 import { invalid, SvcError } from "../errors.ts";
@@ -30,6 +30,21 @@ import type { JsonValue } from "./values.ts";
 
 /** A random marker per process: a payload value cannot forge a check failure. */
 const MARKER = `svc-write-check-${crypto.randomUUID().slice(0, 8)}`;
+
+/**
+ * Statement texts by query (the parsed tree, alive as long as its request or a cache holds it) and
+ * payload shape: which statements, with which columns, stores and sources. The text depends on
+ * nothing else, so a write of a known shape skips SQL generation.
+ */
+const sqlCache = new WeakMap<RelationNode, Map<string, string[]>>();
+
+/** Payload shapes cached per query. */
+export const SHAPES_PER_QUERY = 64;
+
+/** How many payload shapes of `query` have their statement texts cached. */
+export function cachedShapes(query: RelationNode): number {
+  return sqlCache.get(query)?.size ?? 0;
+}
 
 /** One statement of a write. */
 export interface WriteStatement {
@@ -120,10 +135,17 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
   if (rootRuntime) consumed.add(root.id);
 
   const statements: WriteStatement[] = [];
+  /** Per statement: its part of the shape, and how to build its text (on a cache miss). */
+  const shape: string[] = [];
+  const builders: (() => string)[] = [];
   for (const step of plan.steps) {
     const node = plan.nodes[step.node];
     if (step.kind === "delete") {
-      statements.push(deleteOf(plan, node, step, opts.params));
+      const d = deleteOf(plan, node, step, opts.params);
+      statements.push(d);
+      // A root delete's text comes with its where's values: it is built every time.
+      shape.push(`d${node.id}:${step.parents === null ? "root" : step.match.join(",")}`);
+      builders.push(() => d.sql);
       continue;
     }
     const index = statements.length;
@@ -154,31 +176,38 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       marker: MARKER,
       check: -1,
     };
-    let sql: string;
+    let build: (spec: RowsSpec) => string;
     let counts: WriteStatement["counts"] = "row";
     switch (step.kind) {
       case "insert":
         spec.check = check({ kind: "count", node });
-        sql = insertStatement(spec);
+        build = insertStatement;
         if (store) params.push(String(built.input.length));
         else counts = "inserted";
         break;
       case "update":
         spec.check = check({ kind: "update", node });
-        sql = updateStatement(spec);
+        build = updateStatement;
         break;
       case "upsert":
-        sql = upsertStatement(spec);
+        build = upsertStatement;
         break;
       case "insert-or-keep":
-        sql = insertOrKeepStatement(spec);
+        build = insertOrKeepStatement;
         break;
       case "lookup":
         spec.check = check({ kind: "lookup", node });
-        sql = lookupStatement(spec);
+        build = lookupStatement;
         break;
     }
-    statements.push({ path: node.path, node: node.id, sql, params, counts });
+    shape.push(
+      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${
+        step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
+          .join(",")
+      }:${fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")}`,
+    );
+    builders.push(() => build(spec));
+    statements.push({ path: node.path, node: node.id, sql: "", params, counts });
   }
 
   // The root keys in payload order: known ones bound; run-time ones from the setting of the one
@@ -206,13 +235,28 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       statements.push({
         path: root.path,
         node: root.id,
-        sql: rootKeysStatement(),
+        sql: "",
         params: [JSON.stringify(entries)],
         counts: "none",
       });
+      shape.push("root keys");
+      builders.push(rootKeysStatement);
       rootKeys = { columns: [...root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING };
     }
   }
+  // The texts, from the cache when this query was written with this shape before.
+  let byShape = sqlCache.get(root.query);
+  if (!byShape) sqlCache.set(root.query, byShape = new Map());
+  const key = shape.join("\n");
+  let texts = byShape.get(key);
+  if (!texts) {
+    texts = builders.map((b) => b());
+    if (byShape.size >= SHAPES_PER_QUERY) byShape.delete(byShape.keys().next().value!);
+    byShape.set(key, texts);
+  }
+  statements.forEach((st, i) => {
+    if (!st.sql) st.sql = texts[i];
+  });
   const written = preorder(plan).filter((n) => n.written);
 
   return {

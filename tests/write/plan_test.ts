@@ -5,7 +5,7 @@ import { parseQuery } from "../../src/compile/parse.ts";
 import type { RelationNode } from "../../src/compile/ast.ts";
 import { SvcError } from "../../src/errors.ts";
 import { planWrite, type WritePlan } from "../../src/write/plan.ts";
-import { compileWrite } from "../../src/write/compile.ts";
+import { cachedShapes, compileWrite, SHAPES_PER_QUERY } from "../../src/write/compile.ts";
 import { fakeSchema } from "./fake_schema.ts";
 
 const schema = fakeSchema();
@@ -669,4 +669,33 @@ Deno.test("fuzz: only SvcError escapes planWrite", () => {
     }),
     { numRuns: 500 },
   );
+});
+
+Deno.test("statement texts are cached per query and payload shape", () => {
+  const node = q(artistTree());
+  const sql = (data: unknown) => compileWrite(planWrite(node, data)).statements.map((s) => s.sql);
+  assert.equal(cachedShapes(node), 0);
+  const a = sql([{ name: "A", albums: [{ title: "X", tracks: tracks(2, "a") }] }]);
+  const b = sql([{ name: "B", albums: [{ title: "Y", tracks: tracks(7, "b") }, { title: "Z" }] }]);
+  assert.deepEqual(a, b, "same shape: the same statements");
+  assert.equal(cachedShapes(node), 1);
+  // Another shape (no tracks: two statements; a column fewer: other texts) is cached apart.
+  const c = sql([{ name: "C", albums: [{ title: "X" }] }]);
+  assert.equal(c.length, 2);
+  const d = sql([{ name: "D", albums: [{ album_id: 5, title: "U", tracks: tracks(1, "d") }] }]);
+  assert.notDeepEqual(d, a);
+  assert.ok(d.some((t) => /^WITH x AS .* UPDATE "public"\."album"/.test(t)));
+  assert.equal(cachedShapes(node), 3);
+  // A cached shape gives what compiling afresh gives (a new tree: nothing cached on it).
+  const fresh = q(artistTree());
+  const again = compileWrite(
+    planWrite(fresh, [{ name: "A", albums: [{ title: "X", tracks: tracks(2, "a") }] }]),
+  ).statements.map((s) => s.sql);
+  assert.deepEqual(again, a);
+  // Bounded per query.
+  for (let i = 0; i < SHAPES_PER_QUERY + 5; i++) {
+    sql([{ name: "n", albums: Array.from({ length: i + 1 }, () => ({ title: "t" })) }]);
+    sql([{ albums: [{ title: "t", tracks: [{ name: "x", milliseconds: i }] }] }]);
+  }
+  assert.ok(cachedShapes(node) <= SHAPES_PER_QUERY);
 });
