@@ -355,8 +355,14 @@ function readBack(
   maxRowSize: number,
 ): Statement | null {
   if (q.returns === "none") return null;
-  const compile = () =>
-    capRowSize(compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows, maxRowSize);
+  // Rows come back as JSON text, answered as they are (never parsed and serialized again).
+  const compile = () => {
+    const read = capRowSize(
+      compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows,
+      maxRowSize,
+    );
+    return { ...read, sql: `SELECT "svc_b"."j"::text AS "j" FROM (${read.sql}) AS "svc_b"` };
+  };
   const setting = w.rootKeys.setting;
   if (setting === undefined || r.params !== undefined) return compile();
   let bySetting = readBacks.get(r.node);
@@ -367,7 +373,10 @@ function readBack(
   return stmt;
 }
 
-/** Fills the response of a write: result, stats, sql, query_plan. */
+/**
+ * Fills the response of a write: result (parsed, unless `raw`: the caller answers the rows' JSON
+ * texts as they are), stats, sql, query_plan.
+ */
 function writeOutput(
   out: Record<string, unknown>,
   q: ComplexQuery,
@@ -375,10 +384,11 @@ function writeOutput(
   wr: WriteResult,
   back: { sql: string } | null,
   rows: Record<string, unknown>[],
+  raw = false,
 ): void {
   const sqlOut: unknown[] = [...wr.sql];
   if (back) {
-    out.result = parseRows(rows);
+    if (!raw) out.result = parseRows(rows);
     if (want.sql) sqlOut.push({ path: [], select: back.sql });
   }
   if (q.stats) out.stats = want.stats ? wr.stats : [];
@@ -391,7 +401,7 @@ function writeOutput(
  * commit (rollback, when the request asks for it: nothing else is in the transaction) sent in one
  * round trip.
  */
-async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
+async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<string> {
   if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
     throw new SvcError(
       "QUERY_ROLLBACK_NOT_GRANTED",
@@ -417,8 +427,14 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
   }
   const out: Record<string, unknown> = {};
   const wr = writeResult(w, results.slice(0, sent.length), opts);
-  writeOutput(out, q, want, wr, back, results[sent.length] ?? []);
-  return q.complex ? out : out.result;
+  const rows = results[sent.length] ?? [];
+  writeOutput(out, q, want, wr, back, rows, true);
+  // The read-back's rows are JSON texts: joined, not parsed and serialized again.
+  const result = back ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
+  if (!q.complex) return result ?? "null";
+  const rest = JSON.stringify(out);
+  if (result === undefined) return rest;
+  return `{"result":${result}${rest === "{}" ? "" : `,${rest.slice(1, -1)}`}}`;
 }
 
 /** POST /svc. */
@@ -446,7 +462,7 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
       return plainRead(ctx, resolveQuery(ctx, q.query, ""), key);
     }
     if (q.data !== undefined) {
-      return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
+      return jsonResponse(await singleWrite(ctx, q));
     }
     const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
     return jsonResponse(JSON.stringify(result));
