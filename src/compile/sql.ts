@@ -166,31 +166,32 @@ class Compiler {
     const keys = opts.rootKeys!;
     if (keys.columns.length === 0) throw new SvcError("INTERNAL", "rootKeys without columns");
     const cols = sourceColumns(node.source);
-    const types = keys.columns.map((name) => {
+    const arrays = keys.columns.map((name, i) => {
       const col = cols.find((c) => c.name === name);
       if (!col) throw new SvcError("INTERNAL", `rootKeys: unknown column '${name}'`);
-      return hintType(col.type);
+      if (keys.setting !== undefined) {
+        return `ARRAY(SELECT ("e" ->> ${i})::${hintType(col.type)} FROM jsonb_array_elements(` +
+          `current_setting(${
+            quoteLiteral(keys.setting)
+          })::jsonb) WITH ORDINALITY AS "w"("e", "o") ` +
+          `ORDER BY "o")`;
+      }
+      const values = keys.rows.map((r) => r[i]);
+      return this.bind(pgArray(values), `${hintType(col.type)}[]`);
     });
-    const alias = ident(node.sqlAlias);
-    if (keys.setting !== undefined) {
-      // One key tuple per array element, joined in order: a nested loop over the key's index.
-      const on = keys.columns.map((c, i) =>
-        `${alias}.${ident(c)} = ("k"."e" ->> ${i})::${types[i]}`
-      );
-      return `SELECT ${this.object(node)} AS "j" FROM jsonb_array_elements(current_setting(${
-        quoteLiteral(keys.setting)
-      })::jsonb) WITH ORDINALITY AS "k"("e", "ord") JOIN ${this.from(node)} ON ${
-        on.join(" AND ")
-      } ORDER BY "k"."ord"`;
-    }
-    const arrays = keys.columns.map((_, i) =>
-      this.bind(pgArray(keys.rows.map((r) => r[i])), `${types[i]}[]`)
-    );
     const names = keys.columns.map((_, i) => `"k${i}"`);
-    const on = keys.columns.map((c, i) => `${alias}.${ident(c)} = "k".${names[i]}`);
+    const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
+    // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it
+    // use the key's index instead of hashing the whole relation.
+    const any = keys.setting === undefined
+      ? ""
+      : ` WHERE ${
+        keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)
+          .join(" AND ")
+      }`;
     return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} ` +
       `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
-      `ON ${on.join(" AND ")} ORDER BY "k"."ord"`;
+      `ON ${on.join(" AND ")}${any} ORDER BY "k"."ord"`;
   }
 
   countSelect(node: RelationNode): Statement {
