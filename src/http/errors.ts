@@ -9,7 +9,10 @@ import { rowTooLarge } from "../compile/rowsize.ts";
 /** What the mapping needs to know about the request. */
 export interface ErrorContext {
   dev: boolean;
-  /** Whether the request ran as the anonymous role (42501 → 401 instead of 403). */
+  /**
+   * Whether the request ran as the anonymous role. It does not change any status: a permission
+   * denial (42501) is 403 for every role, the anonymous one included.
+   */
   anonymous: boolean;
 }
 
@@ -22,6 +25,8 @@ interface PgLike {
   column_name?: string;
   constraint_name?: string;
   table_name?: string;
+  position?: string;
+  internal_position?: string;
 }
 
 const CONNECTION_CODES = new Set([
@@ -47,10 +52,14 @@ function isPgError(e: unknown): e is PgLike & Error {
   return e instanceof Error && typeof (e as PgLike).code === "string";
 }
 
-/** Status of a SQLSTATE (DECISIONS.md §1). */
-export function statusOfSqlState(code: string, anonymous: boolean): number {
+/**
+ * Status of a SQLSTATE (docs/query.md "Errors"). A permission denial is 403 whoever asked: 401
+ * is kept for what svc itself decides about the session (no anonymous role, a route the
+ * anonymous role cannot reach, a role that cannot be assumed) and for `RS401`.
+ */
+export function statusOfSqlState(code: string): number {
   if (/^RS\d{3}$/.test(code)) return Number(code.slice(2));
-  if (code === "42501") return anonymous ? 401 : 403;
+  if (code === "42501") return 403;
   if (code === "23505" || code === "23503") return 409;
   if (code === "23502" || code === "23514") return 400;
   if (code.startsWith("22")) return 400;
@@ -83,7 +92,10 @@ export function toSvcError(e: unknown, ctx: ErrorContext): SvcError {
 function convert(e: unknown, ctx: ErrorContext): SvcError {
   if (e instanceof SvcError) return e;
   if (isPgError(e)) {
-    const code = e.code!;
+    // A syntax error with no position in a statement is a value's: a type's input function
+    // (tsquery, jsonpath) rejecting it. It answers like any value that does not convert (22P02);
+    // a 42601 from a statement carries its position.
+    const code = e.code === "42601" && !e.position && !e.internal_position ? "22P02" : e.code!;
     const tooLarge = rowTooLarge(e);
     if (tooLarge !== null) {
       return new SvcError(
@@ -105,7 +117,7 @@ function convert(e: unknown, ctx: ErrorContext): SvcError {
       return err;
     }
     if (/^[0-9A-Z]{5}$/.test(code)) {
-      const status = statusOfSqlState(code, ctx.anonymous);
+      const status = statusOfSqlState(code);
       const message = status >= 500 ? "internal database error" : e.message;
       const details: Record<string, unknown> = {};
       if (status < 500) {

@@ -25,7 +25,7 @@ Deno.test("deno task token <role> mints a session the server accepts", async () 
         data: [{ name: "Token test" }],
       }, headers);
     const anon = await write();
-    assert.equal(anon.status, 401, await anon.text());
+    assert.equal(anon.status, 403, await anon.text());
     const res = await write(cookie(tok));
     assert.equal(res.status, 200, await res.text());
   } finally {

@@ -44,9 +44,9 @@ async function expectStatus(res: Response, status: number, code?: string) {
 Deno.test("a column-level SELECT grant is enough to read those columns", async () => {
   const res = await srv.post("/svc", { relation: "colgrant", select: ["id", "pub"] });
   assert.deepEqual(JSON.parse(await expectStatus(res, 200)), [{ id: 1, pub: "open" }]);
-  // The column without a grant: PostgreSQL answers, anonymous → 401.
+  // The column without a grant: PostgreSQL answers, 403 for the anonymous role too.
   const secret = await srv.post("/svc", { relation: "colgrant", select: ["secret"] });
-  await expectStatus(secret, 401, "PG_42501");
+  await expectStatus(secret, 403, "PG_42501");
 });
 
 Deno.test("an INSERT-only table can be written with returns: none", async () => {
@@ -59,12 +59,12 @@ Deno.test("an INSERT-only table can be written with returns: none", async () => 
   await expectStatus(res, 200);
   assert.match(await psql("select count(*) from guestbook", DB), /2/);
   // Reading it back is the database's refusal, not svc's.
-  await expectStatus(await srv.post("/svc", { relation: "guestbook" }), 401, "PG_42501");
+  await expectStatus(await srv.post("/svc", { relation: "guestbook" }), 403, "PG_42501");
 });
 
 Deno.test("a grant after startup is honoured and a revoke refused, without reload", async () => {
   const q = { relation: "later", select: ["id", "v"] };
-  await expectStatus(await srv.post("/svc", q), 401, "PG_42501");
+  await expectStatus(await srv.post("/svc", q), 403, "PG_42501");
   await psql(`grant select on later to "~anonymous"`, DB);
   const ok = await srv.post("/svc", q);
   assert.deepEqual(JSON.parse(await expectStatus(ok, 200)), [{ id: 1, v: "x" }]);
@@ -77,7 +77,7 @@ Deno.test("a grant after startup is honoured and a revoke refused, without reloa
   assert.ok(names.includes("public.colgrant"), "column grant is shown");
   assert.ok(!names.includes("vault.secret_stuff"));
   await psql(`revoke select on later from "~anonymous"`, DB);
-  await expectStatus(await srv.post("/svc", q), 401, "PG_42501");
+  await expectStatus(await srv.post("/svc", q), 403, "PG_42501");
   const t = now();
   const member = cookie(await token({ role: "app_user", iat: t, exp: t + 1800, auth_time: t }));
   await expectStatus(await srv.post("/svc", q, member), 403, "PG_42501");

@@ -199,14 +199,14 @@ Deno.test("anonymous role missing: 401 AUTH_ANONYMOUS_DISABLED, sessions still w
   }
 });
 
-Deno.test("the database decides: no privilege is 401 anonymous, 403 session", async () => {
+Deno.test("the database decides: no privilege is 403, anonymous or not", async () => {
   await psql(
     `create table hidden (id int primary key); grant select on note to member;`,
     "sessions",
   );
   await srv.server.runtime.reload("signal");
   const a = await srv.post("/svc", { relation: "hidden" });
-  assert.equal(a.status, 401);
+  assert.equal(a.status, 403);
   assert.equal(a.headers.get("x-svc-errorcode"), "PG_42501");
   await a.body?.cancel();
   // ~anonymous may read note but not insert: the database says 42501.
@@ -214,7 +214,7 @@ Deno.test("the database decides: no privilege is 401 anonymous, 403 session", as
     query: { relation: "note", select: ["id", "body"] },
     data: [{ body: "x" }],
   });
-  assert.equal(w.status, 401);
+  assert.equal(w.status, 403);
   assert.equal(w.headers.get("x-svc-errorcode"), "PG_42501");
   await w.body?.cancel();
   await psql(`grant select on hidden to member;`, "sessions");

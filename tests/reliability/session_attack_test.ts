@@ -214,7 +214,7 @@ Deno.test("a token signed for another secret but the right claims never reads th
     headers: { cookie: `accesstoken=${forged}` },
   });
   // Anonymous, and PostgreSQL refuses the canary to the anonymous role (no grant).
-  assert.equal(res.status, 401);
+  assert.equal(res.status, 403);
   assert.equal(res.headers.get("x-svc-errorcode"), "PG_42501");
   await res.body?.cancel();
   assert.equal(await canaryState(target.db), CANARY_OK);

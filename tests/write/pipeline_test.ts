@@ -583,7 +583,7 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, statements, read
       query: tagTree,
       data: [{ code: "t2", notes: [{ body: "forbidden" }] }],
     });
-    assert.equal(denied.status, 401, "RLS check (42501) for the anonymous role");
+    assert.equal(denied.status, 403, "RLS check (42501) for the anonymous role");
     assert.equal(denied.headers.get("x-svc-errorcode"), "PG_42501");
     await denied.text();
     assert.equal((await exec(`select count(*)::int as n from tag where code = 't2'`))[0].n, 0);

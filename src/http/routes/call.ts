@@ -22,14 +22,15 @@ function fnName(fn: Func): string {
   return `${ident(fn.schema)}.${ident(fn.name)}`;
 }
 
-/** The marker of a jwt set by a function `http.functions.allowed_auth` does not match. */
+/** The marker of a jwt minted by a function `http.functions.allowed_auth` does not match. */
 const DENY = "svc:jwt-not-allowed";
 
 /**
  * The statement calling a full-control function (middleware or route) with `req`. A middleware
- * whose resp is not null sets `svc.route_stop`. When the function may not set jwt
- * (`allowJwt` false), a resp carrying `jwt` fails the statement (a cast error carrying a marker,
- * turned into AUTH_JWT_NOT_ALLOWED), so the transaction rolls back with commit still pipelined.
+ * whose resp is not null sets `svc.route_stop`. When the function may not mint a session
+ * (`allowJwt` false), a resp carrying a non-null `jwt` fails the statement (a cast error carrying
+ * a marker, turned into AUTH_JWT_NOT_ALLOWED), so the transaction rolls back with commit still
+ * pipelined. `jwt: null` (logout, revocation) is never refused.
  */
 export function envelopeStatement(
   fn: Func,
@@ -42,7 +43,7 @@ export function envelopeStatement(
     : "";
   const deny = allowJwt
     ? ""
-    : `, 'deny', case when jsonb_typeof(r.resp) = 'object' and r.resp ? 'jwt' then ('${DENY}' || left(r.resp::text, 0))::int end`;
+    : `, 'deny', case when jsonb_typeof(r.resp) = 'object' and jsonb_typeof(r.resp->'jwt') <> 'null' then ('${DENY}' || left(r.resp::text, 0))::int end`;
   const call = `(select json_build_object('resp', r.resp, 'content', r.content${stop}${deny}) ` +
     `from ${fnName(fn)}($1::text::jsonb) r limit 1)`;
   return {

@@ -2,10 +2,10 @@
  * Turning a function's `resp` and `content` into an HTTP response (DECISIONS.md §6): status,
  * headers, cookies (default `Max-Age=http.cookies_max_age; Path=/; HttpOnly; Secure;
  * SameSite=Lax`, attributes overridable), `redirect` (303, or `status` if 3xx, with `Location`),
- * `jwt` (object: mint the session; null: clear it; gated by `http.functions.allowed_auth`),
- * `csp`, `template` (through a render hook). A malformed `resp` (status not an integer, headers
- * not an object, CR/LF in a header or cookie) is 500 INTERNAL with the reason logged, never a
- * split header.
+ * `jwt` (object: mint the session, gated by `http.functions.allowed_auth`; null: clear it,
+ * always), `csp`, `template` (through a render hook). A malformed `resp` (status not an integer,
+ * headers not an object, CR/LF in a header or cookie, a header or cookie that would set, clear or
+ * shadow the session cookie) is 500 INTERNAL with the reason logged, never a split header.
  */
 import type { Sessions } from "../../auth/session.ts";
 import { SvcError } from "../../errors.ts";
@@ -15,13 +15,16 @@ import { isJsonType, mediaType, type RouteHooks } from "./request.ts";
 /** What applying a response needs. */
 export interface ApplyContext {
   sessions: Sessions;
-  /** The session cookie's name (`jwt.cookie_name`): routes cannot set it through `cookies`. */
+  /**
+   * The session cookie's name (`jwt.cookie_name`): only `jwt` sets or clears it, never `cookies`
+   * or a `Set-Cookie` in `headers`.
+   */
   sessionCookieName: string;
   /** `http.cookies_max_age`. */
   cookiesMaxAge: number;
   /** The gating identifier (`schema.function`), or null when there is none (ahead of /svc). */
   authId: string | null;
-  /** `http.functions.allowed_auth` compiled, or null when unrestricted. */
+  /** `http.functions.allowed_auth` compiled (it gates minting only), or null when unrestricted. */
   allowedAuth: RegExp | null;
   /** The route's default template, if any. */
   template?: string | null;
@@ -39,7 +42,10 @@ export interface Applied {
   session: boolean;
 }
 
-/** Whether `id` may set jwt under `allowed` (unrestricted when null; none matches only then). */
+/**
+ * Whether `id` may mint a session (`jwt` object) under `allowed` (unrestricted when null; no
+ * identifier matches only then). Clearing it (`jwt: null`) is never gated.
+ */
 export function mayAuth(allowed: RegExp | null, id: string | null): boolean {
   if (allowed === null) return true;
   if (id === null) return false;
@@ -57,6 +63,42 @@ export function malformed(who: string | null, reason: string): SvcError {
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const BAD = /[\r\n\0]/;
+
+/**
+ * The cookie name a client may take from one `Set-Cookie` value, as a browser reads it: the
+ * name-value pair ends at the first `;`, the name at the first `=`, both trimmed; a quoted name
+ * is read unquoted. A pair without a name (no `=`, or an empty name) is sent back by browsers as
+ * its bare value, which a server then reads as `name=value`: its name is taken from the value.
+ */
+function cookieNameOf(setCookie: string): string {
+  const pair = setCookie.split(";", 1)[0];
+  const eq = pair.indexOf("=");
+  let name = eq < 0 ? "" : pair.slice(0, eq).trim();
+  if (name === "") {
+    const value = (eq < 0 ? pair : pair.slice(eq + 1)).trim();
+    const eq2 = value.indexOf("=");
+    name = (eq2 < 0 ? value : value.slice(0, eq2)).trim();
+  }
+  if (name.length >= 2 && name.startsWith('"') && name.endsWith('"')) {
+    name = name.slice(1, -1).trim();
+  }
+  return name;
+}
+
+/**
+ * Whether a `Set-Cookie` header value would set, clear or shadow the cookie `name` (any path,
+ * domain or other attribute). Each comma-separated part is read as a cookie too, as a client
+ * that splits a folded `Set-Cookie` line would (an `Expires` date's comma never yields a name).
+ */
+export function setsCookie(value: string, name: string): boolean {
+  if (cookieNameOf(value) === name) return true;
+  return value.includes(",") && value.split(",").some((part) => cookieNameOf(part) === name);
+}
+
+/** Whether a `Clear-Site-Data` header value clears cookies (`"cookies"` or `"*"`). */
+function clearsCookies(value: string): boolean {
+  return value.split(",").some((d) => /^"?\s*(cookies|\*)\s*"?$/i.test(d.trim()));
+}
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
@@ -146,6 +188,17 @@ export async function buildResponse(
         }
         const s = String(one);
         if (BAD.test(s)) throw malformed(who, `header ${k}: CR/LF in the value`);
+        const lower = k.toLowerCase();
+        if (
+          (lower === "set-cookie" && setsCookie(s, ctx.sessionCookieName)) ||
+          (lower === "clear-site-data" && clearsCookies(s))
+        ) {
+          throw malformed(
+            who,
+            `header ${k} would set or clear the session cookie ${ctx.sessionCookieName}: ` +
+              "set resp.jwt instead",
+          );
+        }
         headers.append(k, s);
       }
     }
@@ -179,10 +232,10 @@ export async function buildResponse(
     }
     headers.set("content-security-policy", r.csp);
   }
-  // jwt
+  // jwt: null (logout, revocation) is always honoured; only minting is gated.
   let session = false;
   if (Object.hasOwn(r, "jwt")) {
-    if (!mayAuth(ctx.allowedAuth, ctx.authId)) {
+    if (r.jwt !== null && !mayAuth(ctx.allowedAuth, ctx.authId)) {
       throw new SvcError(
         "AUTH_JWT_NOT_ALLOWED",
         `${ctx.authId ?? "this function"} may not set the session (http.functions.allowed_auth)`,

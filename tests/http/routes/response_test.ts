@@ -7,6 +7,7 @@ import {
   applyHttpResponse,
   buildResponse,
   cookieHeader,
+  setsCookie,
 } from "../../../src/http/routes/response.ts";
 import { SvcError } from "../../../src/errors.ts";
 import { configureLogging } from "../../../src/log.ts";
@@ -72,15 +73,26 @@ Deno.test("jwt object mints with service-set times; null clears; allowed_auth ga
   assert.equal(claims.x, 1);
   const cleared = await buildResponse({ jwt: null }, null, ctx());
   assert.match(cleared.response.headers.get("set-cookie")!, /^accesstoken=; Max-Age=0/);
+  // allowed_auth gates minting only: clearing (logout, revocation) is always honoured.
   await assert.rejects(
-    buildResponse({ jwt: null }, null, ctx({ allowedAuth: /^app\.login$/ })),
+    buildResponse({ jwt: { role: "r" } }, null, ctx({ allowedAuth: /^app\.login$/ })),
     (e: Error) => e instanceof SvcError && e.code === "AUTH_JWT_NOT_ALLOWED",
   );
-  // Ahead of /svc there is no identifier: only an unrestricted allowed_auth lets it through.
+  const out = await buildResponse(
+    { status: 401, jwt: null },
+    null,
+    ctx({ allowedAuth: /^app\.login$/ }),
+  );
+  assert.equal(out.response.status, 401);
+  assert.ok(out.session);
+  assert.deepEqual(out.response.headers.getSetCookie(), [sessions.clearCookie()]);
+  // Ahead of /svc there is no identifier: only an unrestricted allowed_auth lets it mint.
   await assert.rejects(
-    buildResponse({ jwt: null }, null, ctx({ authId: null, allowedAuth: /.*/ })),
+    buildResponse({ jwt: { role: "r" } }, null, ctx({ authId: null, allowedAuth: /.*/ })),
     (e: Error) => e instanceof SvcError && e.code === "AUTH_JWT_NOT_ALLOWED",
   );
+  const ahead = await buildResponse({ jwt: null }, null, ctx({ authId: null, allowedAuth: /.*/ }));
+  assert.deepEqual(ahead.response.headers.getSetCookie(), [sessions.clearCookie()]);
   // A jwt without a role cannot be minted: 500.
   await assert.rejects(
     buildResponse({ jwt: { x: 1 } }, null, ctx()),
@@ -132,6 +144,48 @@ Deno.test("applyHttpResponse: single envelope (SSO callback shape)", async () =>
   const plain = await applyHttpResponse({ status: 201, content: { ok: 1 } }, ctx());
   assert.equal(plain.response.status, 201);
   assert.deepEqual(await plain.response.json(), { ok: 1 });
+  // A callback outside allowed_auth logs out, and cannot set the session cookie by a header.
+  const restricted = ctx({ authId: "app.cb", allowedAuth: /^app\.login$/ });
+  const out = await applyHttpResponse({ jwt: null, redirect: "/bye" }, restricted);
+  assert.equal(out.response.status, 303);
+  assert.deepEqual(out.response.headers.getSetCookie(), [sessions.clearCookie()]);
+  await assert.rejects(
+    applyHttpResponse({ headers: { "Set-Cookie": "accesstoken=x; Path=/a" } }, restricted),
+    (e: Error) => e instanceof SvcError && e.code === "INTERNAL",
+  );
+});
+
+Deno.test("setsCookie reads the name as a browser does", () => {
+  for (
+    const v of [
+      "accesstoken=x",
+      "accesstoken=",
+      "accesstoken=; Max-Age=0",
+      "accesstoken=x; Path=/a; Domain=example.com; HttpOnly",
+      "  accesstoken=x",
+      "accesstoken\t =x",
+      '"accesstoken"=x',
+      '" accesstoken "=x',
+      "=accesstoken=x",
+      " = accesstoken",
+      "accesstoken",
+      "a=1, accesstoken=x",
+      "a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT, accesstoken=x",
+    ]
+  ) assert.ok(setsCookie(v, "accesstoken"), JSON.stringify(v));
+  for (
+    const v of [
+      "accesstokens=x",
+      "AccessToken=x",
+      "x_accesstoken=x",
+      "a=accesstoken",
+      "a=1; Path=/accesstoken",
+      "a=1; accesstoken=x",
+      "a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT",
+      "=a=accesstoken",
+      "",
+    ]
+  ) assert.ok(!setsCookie(v, "accesstoken"), JSON.stringify(v));
 });
 
 Deno.test("malformed resp is 500 INTERNAL", async () => {
@@ -144,6 +198,9 @@ Deno.test("malformed resp is 500 INTERNAL", async () => {
       { headers: { "bad name": "1" } },
       { headers: { a: "1\n2" } },
       { cookies: { accesstoken: "x" } },
+      { headers: { "set-cookie": "accesstoken=x" } },
+      { headers: { "Set-Cookie": ["a=1", "accesstoken=; Max-Age=0"] } },
+      { headers: { "clear-site-data": '"cookies"' } },
       { redirect: "/a\r\nb" },
       { template: "t" },
     ]
