@@ -47,6 +47,9 @@ begin new.body := upper(new.body); return new; end $$;
 create trigger tag_note_upper before insert on tag_note for each row execute function tag_note_upper();
 alter table tag_note enable row level security;
 create policy tag_note_all on tag_note for all using (true) with check (body <> 'FORBIDDEN');
+create function code_parent_skip() returns trigger language plpgsql as $$
+begin if new.note = 'SKIP' then return null; end if; return new; end $$;
+create trigger code_parent_skip before insert on code_parent for each row execute function code_parent_skip();
 insert into code_parent (code, note) values ('P1', 'first');
 insert into code_child (parent_code, label) values ('P1', 'old child');
 grant select, insert, update, delete on all tables in schema public to "~anonymous";
@@ -477,6 +480,35 @@ Deno.test("readonly links: tracks link a genre by key; an outgoing written join 
   ]);
   const genre = (run.result as { tracks: { genre: { name: string } | null }[] }[])[0].tracks;
   assert.notEqual(genre[0].genre?.name, "NOT WRITTEN");
+});
+
+Deno.test("a trigger that skips a parent row its children need: an error, nothing written", async () => {
+  const tree = {
+    relation: "code_parent",
+    select: ["id", "code", "note", "children"],
+    join: {
+      children: {
+        relation: "code_child",
+        on: { parent_code: "code" },
+        select: ["id", "label"],
+      },
+    },
+  };
+  const ok = await same(tree, [{ code: "K1", note: "kept", children: [{ label: "c" }] }], 2);
+  assert.deepEqual(ok.stats?.map((s) => s.inserted), [1, 1]);
+  // The second parent is skipped by its BEFORE trigger: the rows returned no longer line up with
+  // the rows sent, and the statement says so instead of giving the children a wrong parent.
+  const skipped = await same(tree, [
+    { code: "K2", note: "kept", children: [{ label: "c2" }] },
+    { code: "K3", note: "SKIP", children: [{ label: "c3" }] },
+  ]);
+  assert.equal(skipped.error?.code, "INTERNAL");
+  assert.equal(
+    Number(
+      (await exec(`select count(*)::int as n from code_parent where code in ('K2', 'K3')`))[0].n,
+    ),
+    0,
+  );
 });
 
 Deno.test("constraint errors keep their SQLSTATE; nothing is written", async () => {
