@@ -5,7 +5,7 @@
  * Pure: no I/O. `compileWrite` (compile.ts) turns the plan into SQL, `executeWrite` (execute.ts)
  * or the request pool's pipeline runs it.
  *
- * Semantics (DECISIONS.md §4, SPEC "POST /svc" write rules):
+ * Semantics (the write rules of docs/query.md and README.md's write section):
  * - Shape: the root is an array of objects; an incoming join key holds an array, an outgoing join
  *   key an object or null; keys are the select's output names. An unknown key is QUERY_INVALID
  *   (pointer into data). `get`-marked items, computed fields and other expressions, generated
@@ -411,7 +411,7 @@ function has(row: PlanRow, col: string): boolean {
 function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>): void {
   const rel = plan.relation;
   const q = plan.query;
-  // SPEC write rule 5: key (and conflict) columns must be in the select, or filled by a join of it.
+  // Key (and conflict) columns must be in the select, or filled by a join of it.
   const selected = new Set<string>();
   for (const item of items.values()) {
     if (item.kind === "column") selected.add(item.column.name);
