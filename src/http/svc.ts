@@ -228,7 +228,7 @@ class WriteQueryCache {
   #map = new Map<string, RelationNode>();
 
   /** A cache of at most `max` entries. */
-  constructor(readonly max = 500) {}
+  constructor(readonly max = 256) {}
 
   /** The tree cached for `key` under `state` (a new state empties the cache first). */
   get(state: AppState, key: string): RelationNode | undefined {

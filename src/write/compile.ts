@@ -39,7 +39,7 @@ const MARKER = `svc-write-check-${crypto.randomUUID().slice(0, 8)}`;
 const sqlCache = new WeakMap<RelationNode, Map<string, string[]>>();
 
 /** Payload shapes cached per query. */
-export const SHAPES_PER_QUERY = 64;
+export const SHAPES_PER_QUERY = 16;
 
 /** How many payload shapes of `query` have their statement texts cached. */
 export function cachedShapes(query: RelationNode): number {
