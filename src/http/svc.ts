@@ -21,9 +21,8 @@ import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../compile/complex.ts";
 import { parseGetQuery } from "../compile/get.ts";
 import { planWrite } from "../write/plan.ts";
-import { executeWrite, resultOfCte, type WriteResult } from "../write/execute.ts";
-import { compileCteWrite, type CteWrite, ROOT_KEYS_SETTING } from "../write/cte.ts";
-import type { WritePlan } from "../write/plan.ts";
+import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
+import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
@@ -220,6 +219,61 @@ export function readCacheStats(): { size: number; bytes: number } {
 /** Requests longer than this are not cached. */
 const CACHE_MAX_KEY = 4096;
 
+/**
+ * Parsed write queries by (state, role, pointer, query text): a repeated write skips parsing and
+ * validating its query (its SQL per payload shape is cached on the parsed tree, see
+ * src/write/compile.ts). Emptied when a reload swaps the state; the oldest entry goes first.
+ */
+class WriteQueryCache {
+  #state: AppState | null = null;
+  #map = new Map<string, RelationNode>();
+
+  /** A cache of at most `max` entries. */
+  constructor(readonly max = 256) {}
+
+  /** The tree cached for `key` under `state` (a new state empties the cache first). */
+  get(state: AppState, key: string): RelationNode | undefined {
+    if (state !== this.#state) {
+      this.#state = state;
+      this.#map.clear();
+      return undefined;
+    }
+    return this.#map.get(key);
+  }
+
+  /** Caches `node` for `key`. */
+  set(key: string, node: RelationNode): void {
+    if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
+    this.#map.set(key, node);
+  }
+}
+
+const writeQueries = new WriteQueryCache();
+
+/**
+ * Resolves a write's query position (see {@link resolve}), an ad-hoc one through
+ * {@link writeQueries} (not one casting to row types: that depends on the role's privileges).
+ */
+async function resolveWrite(
+  ctx: SvcContext,
+  query: unknown,
+  pointer: string,
+  tx?: RequestTx,
+): Promise<Resolved> {
+  if (!isObject(query) || "wellknown" in query) return await resolve(ctx, query, pointer, tx);
+  const text = JSON.stringify(query);
+  if (text.length > CACHE_MAX_KEY) return await resolve(ctx, query, pointer, tx);
+  const key = `${ctx.who.role}\0${pointer}\0${text}`;
+  const hit = writeQueries.get(ctx.state, key);
+  if (hit) return { node: hit };
+  const r = await resolve(ctx, query, pointer, tx);
+  if (!r.rowTyped) writeQueries.set(key, r.node);
+  return r;
+}
+
+/** Read-backs by query and root-key setting (their text and values depend on nothing else). */
+const readBacks = new WeakMap<RelationNode, Map<string, Statement>>();
+
 function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): Response {
   const res = new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
   return body instanceof ReadableStream ? markStreamed(res) : res;
@@ -279,6 +333,12 @@ async function explain(tx: RequestTx, sql: string, params: unknown[]): Promise<u
   return Array.isArray(parsed) ? parsed[0] : parsed;
 }
 
+/** A write resolved and compiled ahead of its transaction. */
+interface PlannedWrite {
+  r: Resolved;
+  w: CompiledWrite;
+}
+
 /** A query of a POST body, resolved (a write also planned) before its transaction starts. */
 interface Planned {
   q: ComplexQuery;
@@ -300,10 +360,15 @@ async function planQuery(ctx: SvcContext, q: ComplexQuery, pointer: string): Pro
   }
   const isWrite = q.data !== undefined;
   // A row-type cast asks PostgreSQL what the role may select (resolve), before the transaction.
-  const r = await resolve(ctx, q.query, `${pointer}${q.complex || isWrite ? "/query" : ""}`);
-  if (!isWrite) return { q, r };
-  const plan = planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" });
-  return { q, r, write: { r, plan, cte: wanted(ctx, q).plan ? null : compileCteWrite(plan) } };
+  const at = `${pointer}${q.complex || isWrite ? "/query" : ""}`;
+  if (!isWrite) return { q, r: await resolve(ctx, q.query, at) };
+  const r = await resolveWrite(ctx, q.query, at);
+  const readBackWanted = q.returns !== "none";
+  const w = compileWrite(
+    planWrite(r.node, q.data, `${pointer}/data`, { readBack: readBackWanted }),
+    { params: r.params, readBack: readBackWanted },
+  );
+  return { q, r, write: { r, w } };
 }
 
 /** Runs one planned write inside the transaction; returns the bare selection or the envelope. */
@@ -311,37 +376,15 @@ async function runWrite(
   ctx: SvcContext,
   tx: RequestTx,
   q: ComplexQuery,
-  pre: PlannedWrite,
+  { r, w }: PlannedWrite,
 ): Promise<unknown> {
   const want = wanted(ctx, q);
-  const { r, plan, cte } = pre;
   const out: Record<string, unknown> = {};
   if (q.rollback) tx.send("savepoint svc_rollback");
-  if (cte) {
-    // One statement, and the read-back pipelined right behind it.
-    const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
-    const settled = await Promise.allSettled([
-      tx.query(cte.sql, cte.params),
-      ...(back ? [tx.query(back.sql, back.params)] : []),
-    ]);
-    const [wrote, read] = settled;
-    if (wrote.status === "rejected") throw cte.error(wrote.reason);
-    if (read?.status === "rejected") throw read.reason;
-    const wr = resultOfCte(cte, wrote.value[0], { sql: want.sql, queryPlan: false });
-    writeOutput(out, q, want, wr, back, read?.status === "fulfilled" ? read.value : []);
-  } else {
-    const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
-    let back: { sql: string; params: unknown[] } | null = null;
-    let rows: Record<string, unknown>[] = [];
-    if (q.returns !== "none") {
-      back = capRowSize(
-        compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys }).rows,
-        ctx.cfg.pg.query.max_row_size,
-      );
-      rows = await tx.query(back.sql, back.params);
-    }
-    writeOutput(out, q, want, wr, back, rows);
-  }
+  // The statements and the read-back pipelined: one round trip.
+  const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
+  const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, back ? [back] : []);
+  writeOutput(out, q, want, wr, back, wr.after[0] ?? []);
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
   return q.complex ? out : out.result;
 }
@@ -573,30 +616,41 @@ function wanted(ctx: SvcContext, q: ComplexQuery) {
   };
 }
 
-/** A write resolved and planned ahead of its transaction; `cte` when it runs as one statement. */
-interface PlannedWrite {
-  r: Resolved;
-  plan: WritePlan;
-  cte: CteWrite | null;
+/**
+ * The read-back of a write: the query's select over the root keys in payload order (known ones
+ * bound, the others from the setting the root's last statement stored). Its plan is generic when
+ * the keys come from the setting (they are not parameters): a plan made while a table was tiny
+ * may scan it until autovacuum's next analyze invalidates the plan.
+ */
+function readBack(
+  r: Resolved,
+  w: CompiledWrite,
+  q: ComplexQuery,
+  maxRowSize: number,
+): Statement | null {
+  if (q.returns === "none") return null;
+  // Rows come back as JSON text, answered as they are (never parsed and serialized again).
+  const compile = () => {
+    const read = capRowSize(
+      compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows,
+      maxRowSize,
+    );
+    return { ...read, sql: `SELECT "svc_b"."j"::text AS "j" FROM (${read.sql}) AS "svc_b"` };
+  };
+  const setting = w.rootKeys.setting;
+  if (setting === undefined || r.params !== undefined) return compile();
+  let bySetting = readBacks.get(r.node);
+  if (!bySetting) readBacks.set(r.node, bySetting = new Map());
+  const key = `${setting}\0${maxRowSize}`;
+  let stmt = bySetting.get(key);
+  if (!stmt) bySetting.set(key, stmt = compile());
+  return stmt;
 }
 
 /**
- * The read-back of a one-statement write: root keys from the setting the write stored. Its plan
- * is generic (the keys are not parameters): a plan made while a table was tiny may scan it until
- * autovacuum's next analyze invalidates the plan.
+ * Fills the response of a write: result (parsed, unless `raw`: the caller answers the rows' JSON
+ * texts as they are), stats, sql, query_plan.
  */
-function readBack(r: Resolved, plan: WritePlan, q: ComplexQuery, maxRowSize: number) {
-  if (q.returns === "none") return null;
-  return capRowSize(
-    compileRead(r.node, {
-      params: r.params,
-      rootKeys: { columns: [...plan.root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING },
-    }).rows,
-    maxRowSize,
-  );
-}
-
-/** Fills the response of a write: result, stats, sql, query_plan. */
 function writeOutput(
   out: Record<string, unknown>,
   q: ComplexQuery,
@@ -604,10 +658,11 @@ function writeOutput(
   wr: WriteResult,
   back: { sql: string } | null,
   rows: Record<string, unknown>[],
+  raw = false,
 ): void {
   const sqlOut: unknown[] = [...wr.sql];
   if (back) {
-    out.result = parseRows(rows);
+    if (!raw) out.result = parseRows(rows);
     if (want.sql) sqlOut.push({ path: [], select: back.sql });
   }
   if (q.stats) out.stats = want.stats ? wr.stats : [];
@@ -616,11 +671,11 @@ function writeOutput(
 }
 
 /**
- * A single write request. A plan that runs as one statement is sent with begin, the role switch,
- * its read-back and commit (rollback, when the request asks for it: nothing else is in the
- * transaction) in one round trip; any other takes the transaction path (`runOne`), planned once.
+ * A single write request: begin, the role switch, every statement of the write, its read-back and
+ * commit (rollback, when the request asks for it: nothing else is in the transaction) sent in one
+ * round trip.
  */
-async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
+async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<string> {
   if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
     throw new SvcError(
       "QUERY_ROLLBACK_NOT_GRANTED",
@@ -628,24 +683,32 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
     );
   }
   const want = wanted(ctx, q);
-  const r = await resolve(ctx, q.query, "/query");
-  const plan = planWrite(r.node, q.data, "/data", { readBack: q.returns !== "none" });
-  const cte = want.plan ? null : compileCteWrite(plan);
-  if (!cte) {
-    return await ctx.db.transaction(ctx.who, (tx) => runWrite(ctx, tx, q, { r, plan, cte }));
-  }
-  const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
+  const r = await resolveWrite(ctx, q.query, "/query");
+  const readBackWanted = q.returns !== "none";
+  const w = compileWrite(
+    planWrite(r.node, q.data, "/data", { readBack: readBackWanted }),
+    { params: r.params, readBack: readBackWanted },
+  );
+  const opts = { sql: want.sql, queryPlan: want.plan };
+  const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
+  const sent = toSend(w, opts);
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    results = await ctx.db.pipeline(ctx.who, back ? [cte, back] : [cte], end);
+    results = await ctx.db.pipeline(ctx.who, back ? [...sent, back] : sent, end);
   } catch (e) {
-    throw cte.error(e);
+    throw w.error(e);
   }
   const out: Record<string, unknown> = {};
-  const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
-  writeOutput(out, q, want, wr, back, results[1] ?? []);
-  return q.complex ? out : out.result;
+  const wr = writeResult(w, results.slice(0, sent.length), opts);
+  const rows = results[sent.length] ?? [];
+  writeOutput(out, q, want, wr, back, rows, true);
+  // The read-back's rows are JSON texts: joined, not parsed and serialized again.
+  const result = back ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
+  if (!q.complex) return result ?? "null";
+  const rest = JSON.stringify(out);
+  if (result === undefined) return rest;
+  return `{"result":${result}${rest === "{}" ? "" : `,${rest.slice(1, -1)}`}}`;
 }
 
 /** POST /svc. */
@@ -682,7 +745,7 @@ async function post(ctx: SvcContext, req: Request): Promise<Response> {
       return plainRead(ctx, await resolve(ctx, q.query, ""), key);
     }
     if (q.data !== undefined) {
-      return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
+      return jsonResponse(await singleWrite(ctx, q));
     }
     return await answer(ctx, [await planQuery(ctx, q, "")], false);
   }
