@@ -33,6 +33,11 @@ begin
 end $$;
 revoke execute on function public.go(jsonb) from public;
 grant execute on function public.go(jsonb) to "~anonymous";
+create function public.hdr(req jsonb, out resp jsonb, out content jsonb) language sql as $$
+  select jsonb_build_object('headers', jsonb_build_object('x-v', req->'query'->>'v')), null::jsonb
+$$;
+revoke execute on function public.hdr(jsonb) from public;
+grant execute on function public.hdr(jsonb) to "~anonymous";
 `;
 const uri = await emptyDb("redirects", fixture + naive);
 const svcPort = freePort();
@@ -48,6 +53,8 @@ const srv = await startServer(uri, [
   `--saml.corp.idp_metadata_url=${idp.base}/metadata`,
   "--route.public.go.path=/go",
   "--route.public.go.method=GET",
+  "--route.public.hdr.path=/hdr",
+  "--route.public.hdr.method=GET",
 ]);
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
 
@@ -169,6 +176,19 @@ test("safeRedirect agrees with the routes' SQL rule", async () => {
     await r.body?.cancel();
     assert.equal(r.status === 303, js, `${JSON.stringify(v)}: route ${r.status}, js ${js}`);
   }
+});
+
+test("a header value with a control character is 500 INTERNAL, and svc keeps serving", async () => {
+  for (const v of ["a\x7fb", "a\x01b", "a\x1bb"]) {
+    const res = await fetch(`${origin}/hdr?v=${encodeURIComponent(v)}`);
+    const body = await res.text();
+    assert.equal(res.status, 500, body);
+    assert.equal(res.headers.get("x-svc-errorcode"), "INTERNAL");
+  }
+  const ok = await fetch(`${origin}/hdr?v=${encodeURIComponent("a\tb c")}`);
+  await ok.body?.cancel();
+  assert.equal(ok.status, 200);
+  assert.equal(ok.headers.get("x-v"), "a\tb c");
 });
 
 test("cleanup", async () => {

@@ -119,12 +119,6 @@ test("a consumed assertion and login state are refused after a restart", async (
     const solicited = response("corp", idp.lastRequest!.id);
     const cookie = jar.cookies.get("svc_sso")!;
     await expect(await post(a.base, "corp", solicited, jar), 303);
-    const rows = await sql`select ns, count(*)::int as n from svc_sso.used group by ns order by ns`;
-    assert.deepEqual(rows.map((r) => [r.ns, r.n]), [
-      ["saml:corp", 1],
-      ["saml:idpinit", 1],
-      ["sso-state", 1],
-    ]);
 
     assert.equal((await a.stop()).code, 0);
     a = await svc();
@@ -133,6 +127,12 @@ test("a consumed assertion and login state are refused after a restart", async (
     again.cookies.set("svc_sso", cookie);
     await expect(await post(a.base, "corp", solicited, again), 400, "SSO_BAD_STATE");
     assert.match(a.output(), /already used \(replay\)/);
+    const rows = await sql`select ns, count(*)::int as n from svc_sso.used group by ns order by ns`;
+    assert.deepEqual(rows.map((r) => [r.ns, r.n]), [
+      ["saml:corp", 1],
+      ["saml:idpinit", 1],
+      ["sso-state", 1],
+    ]);
   } finally {
     await a.stop();
   }
@@ -144,7 +144,7 @@ test("two processes sharing the database: a replay on the other is refused, a ra
     const xml = response("idpinit");
     await expect(await post(b1.base, "idpinit", xml), 303);
     await expect(await post(b2.base, "idpinit", xml), 400, "SSO_SAML_INVALID_RESPONSE");
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 3; i++) {
       const racing = response("idpinit");
       const answers = await Promise.all(
         [b1, b2, b1, b2].map((b) => post(b.base, "idpinit", racing)),

@@ -20,7 +20,7 @@ import {
   type SigningKey,
   startOidcIdp,
 } from "./oidc_idp.ts";
-import { type SamlIdp, startSamlIdp } from "./saml_idp.ts";
+import { startSamlIdp } from "./saml_idp.ts";
 
 const fixture = await Deno.readTextFile(new URL("../fixtures/sso.sql", import.meta.url));
 const uri = await emptyDb("sso", fixture);

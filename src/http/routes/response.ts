@@ -58,7 +58,9 @@ export function malformed(who: string | null, reason: string): SvcError {
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BAD = /[\r\n\0]/;
+/** What a header value cannot hold (Deno's HTTP server would abort the process on it). */
+// deno-lint-ignore no-control-regex
+const BAD = /[\x00-\x08\x0a-\x1f\x7f]/;
 
 /**
  * A redirect target a browser could read as another host: a control character (C0, DEL, C1) or
@@ -194,7 +196,7 @@ export async function buildResponse(
           throw malformed(who, `header ${k}: value is not a string`);
         }
         const s = String(one);
-        if (BAD.test(s)) throw malformed(who, `header ${k}: CR/LF in the value`);
+        if (BAD.test(s)) throw malformed(who, `header ${k}: a control character in the value`);
         headers.append(k, s);
       }
     }
