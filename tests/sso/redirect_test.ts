@@ -191,6 +191,33 @@ test("a header value with a control character is 500 INTERNAL, and svc keeps ser
   assert.equal(ok.headers.get("x-v"), "a\tb c");
 });
 
+test("README's sample callback: OIDC needs email_verified; an unsafe next falls back to /", async () => {
+  const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
+  const sample = /```sql\n(create table sso_user[\s\S]*?)```/.exec(readme)![1];
+  const db = postgres(await emptyDb("readme_sample", sample), { max: 1, onnotice: () => {} });
+  try {
+    const call = async (identity: unknown, next: string) =>
+      (await db.unsafe("select public.sso_login($1::text::jsonb) as r", [
+        JSON.stringify({ jwt: null, identity, state: { next } }),
+      ]))[0].r;
+    const oidc = (claims: Record<string, unknown>) => ({ protocol: "oidc", name: "corp", claims });
+    const alice = { email: "alice@example.com", email_verified: true };
+    assert.equal((await call(oidc(alice), "/home")).redirect, "/home");
+    assert.equal((await call(oidc(alice), "/home")).jwt.role, "app_user");
+    for (const claims of [{ email: "alice@example.com" }, { ...alice, email_verified: false }]) {
+      await assert.rejects(call(oidc(claims), "/"), /unverified/);
+    }
+    const saml = { protocol: "saml", name: "corp", claims: { email: ["alice@example.com"] } };
+    assert.equal((await call(saml, "/a?b=c")).redirect, "/a?b=c");
+    for (const [, next] of UNSAFE) {
+      const r = (await call(saml, next)).redirect;
+      assert.equal(r, "/", JSON.stringify(next));
+    }
+  } finally {
+    await db.end();
+  }
+});
+
 test("cleanup", async () => {
   await srv.stop();
   await sql.end();
