@@ -39,8 +39,6 @@ export interface Sso {
   refresh(): Promise<void>;
   /** Stops background refreshes (shutdown). */
   stop(): void;
-  /** Whether any SSO entry is configured. */
-  readonly configured: boolean;
   /** Answers a request under `/auth/`; `who` is the browser's current role. */
   handle(req: Request, who: RequestRole, anonymous: boolean): Promise<CallbackOutcome>;
 }
@@ -124,7 +122,6 @@ export function createSso(deps: SsoDeps): Sso {
 
   const all = () => [...oidc.values(), ...saml.values()].map((e) => e.lazy);
   return {
-    configured: Object.keys(cfg.openid).length > 0 || samlEntries.length > 0,
     async refresh() {
       try {
         await loaded;

@@ -132,6 +132,34 @@ function pemOf(cert: string): string {
   }\n-----END CERTIFICATE-----\n`;
 }
 
+/** The parts of xml-crypto's SignedXml (pinned) used to check SignedInfo's signature alone. */
+interface SignedInfoCheck {
+  getCanonSignedInfoXml(doc: Node): string;
+  findSignatureAlgorithm(name: string): {
+    verifySignature(material: string, key: string, signature: string): boolean;
+  };
+  signatureAlgorithm?: string;
+  signatureValue?: string;
+}
+
+/**
+ * False when the loaded signature's SignatureValue does not verify over its SignedInfo with
+ * `cert`. xml-crypto's checkSignature re-parses the whole document and digests every reference
+ * before it checks that value, which costs about a second on a large response signed by an
+ * unknown key; this check costs one RSA verification. Undecided (true) on any error: the full
+ * check still runs and decides.
+ */
+function signedInfoVerifies(verifier: SignedXml, doc: Node, cert: string): boolean {
+  try {
+    const v = verifier as unknown as SignedInfoCheck;
+    const canon = v.getCanonSignedInfoXml(doc);
+    return v.findSignatureAlgorithm(v.signatureAlgorithm!)
+      .verifySignature(canon, cert, v.signatureValue!);
+  } catch {
+    return true;
+  }
+}
+
 /**
  * The signed form of `parent` (its canonical XML, parsed) when `sig` is a valid IdP signature
  * whose only Reference is `#<parent ID>`; undefined otherwise. SHA-1 algorithms are refused
@@ -158,9 +186,11 @@ function signedForm(
     }
   }
   for (const cert of certs) {
-    const verifier = new SignedXml({ publicCert: pemOf(cert), getCertFromKeyInfo: () => null });
+    const pem = pemOf(cert);
+    const verifier = new SignedXml({ publicCert: pem, getCertFromKeyInfo: () => null });
     try {
       verifier.loadSignature(sig as unknown as Node);
+      if (!signedInfoVerifies(verifier, sig.ownerDocument as unknown as Node, pem)) continue;
       if (!verifier.checkSignature(xml)) continue;
     } catch {
       continue;

@@ -278,6 +278,15 @@ test("a SAMLResponse over max_response_size is 413 before parsing", async () => 
     body: "SAMLResponse=" + "A".repeat(200_000),
   });
   await refused(huge, 413, "HTTP_BODY_TOO_LARGE");
+  // The default cap (256 KiB): a 358 KiB response signed by an unknown key is refused unparsed.
+  const evil = await generateSelfSigned("evil");
+  const pad: Record<string, string[]> = {};
+  for (let i = 0; i < 2500; i++) pad[`a${i}`] = ["x".repeat(56)];
+  const jar3 = new Jar();
+  const { rid: rid3 } = await startLogin(jar3);
+  const large = idp.sign(good(rid3, { attributes: pad }), "Assertion", evil);
+  assert.ok(large.length > 350 * 1024 && large.length < 400 * 1024, String(large.length));
+  await refused(await post(jar3, large), 413, "HTTP_BODY_TOO_LARGE");
   const jar2 = new Jar();
   const { rid: rid2 } = await startLogin(jar2, "", "small");
   const fits = await post(jar2, idp.sign(good(rid2, {}, "small"), "Assertion"), "", acsOf("small"));
