@@ -121,6 +121,8 @@ export class OidcEntry {
     const params = url.searchParams;
     const st = await this.states.consume(req.headers.get("cookie"), "oidc", this.name)
       .catch((e) => {
+        // A replay store that cannot record the claim stays 503 SSO_NOT_READY.
+        if (e instanceof SvcError && e.code !== "SSO_BAD_STATE") throw e;
         throw refuse(entry, "SSO_BAD_STATE", (e as Error).message);
       });
     if (params.get("state") !== st.state) {
