@@ -20,7 +20,12 @@ import { ignoredEnv } from "./config/env.ts";
 import { createSso } from "./sso/mod.ts";
 import { surfaceHooks } from "./http/hooks.ts";
 import { serveMetrics } from "./http/metrics.ts";
+<<<<<<< HEAD
 import { ClientWatch } from "./http/disconnect.ts";
+=======
+import { openReplayStore } from "./sso/store.ts";
+import { onceStore, setOnceStore } from "./util/once.ts";
+>>>>>>> ssotrust
 
 /** A running server. */
 export interface Server {
@@ -102,14 +107,26 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     announceStart(cfg, port);
   }
   void sso.start();
+<<<<<<< HEAD
   const metricsServer = !worker && cfg.http.metrics.port !== undefined
     ? serveMetrics(cfg.http.metrics.host, cfg.http.metrics.port)
+=======
+  // One process: its own replay store (with workers, the supervisor holds it).
+  const previousStore = onceStore();
+  const replayStore = worker ? null : openReplayStore(cfg);
+  if (replayStore) setOnceStore(replayStore);
+  const metricsServer = !worker && cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
+    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
+>>>>>>> ssotrust
     : null;
 
   let stopping = false;
   const ready = worker
     ? runtime.loaded
     : loadUntilReady(() => runtime.reload("startup"), () => stopping);
+  // Every later reload fetches the SSO providers' metadata and keys again, in the background
+  // (held requests never wait for an identity provider).
+  void ready.then(() => runtime.hooks.push(() => void sso.refresh()));
 
   const shutdown = async () => {
     if (stopping) return;
@@ -125,6 +142,11 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     await Promise.race([drained, new Promise((r) => (timer = setTimeout(r, 5000)))]);
     clearTimeout(timer);
     log.debug("shutdown: listener closed");
+    sso.stop();
+    if (replayStore) {
+      setOnceStore(previousStore);
+      await replayStore.close();
+    }
     await Promise.all([db.close(), health.close()]);
     log.debug("shutdown: pool closed");
   };

@@ -30,3 +30,13 @@ export function setupAnonymousRole(): string {
     return "~anonymous";
   }
 }
+
+/** `sso.store` of the configuration on the command line (for --print-setup-sql). */
+export function setupStore(): string | undefined {
+  try {
+    const args = Deno.args.filter((a) => a !== "--print-setup-sql");
+    return loadConfig({ args }).sso.store;
+  } catch {
+    return undefined;
+  }
+}

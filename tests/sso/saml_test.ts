@@ -46,6 +46,13 @@ const srv = await startServer(uri, [
   `--saml.own.private_key_path=${tmp}/own.key`,
   "--saml.own.force_signed_requests=false",
   `--saml.lax.idp_metadata_url=${laxIdp.base}/metadata`,
+  // IdP-initiated logins allowed; SHA-1 allowed; a small response size cap.
+  `--saml.idpinit.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
+  "--saml.idpinit.allow_unsolicited=true",
+  `--saml.sha1.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
+  "--saml.sha1.allow_sha1=true",
+  `--saml.small.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
+  "--saml.small.max_response_size=8192",
 ]);
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
 let idp: SamlIdp;
@@ -69,8 +76,12 @@ async function refused(res: Response, status = 400, code = "SSO_SAML_INVALID_RES
 }
 
 /** Starts a login: the jar holds the state cookie; returns the AuthnRequest's ID. */
-async function startLogin(jar: Jar, query = ""): Promise<{ rid: string; location: URL }> {
-  const res = await jar.fetch(`${origin}/auth/saml/corp/login${query}`);
+async function startLogin(
+  jar: Jar,
+  query = "",
+  entry = "corp",
+): Promise<{ rid: string; location: URL }> {
+  const res = await jar.fetch(`${origin}/auth/saml/${entry}/login${query}`);
   assert.equal(res.status, 303, await res.text());
   assert.match(
     res.headers.getSetCookie().join("\n"),
@@ -82,10 +93,12 @@ async function startLogin(jar: Jar, query = ""): Promise<{ rid: string; location
   return { rid: idp.lastRequest!.id, location, ...{ html } };
 }
 
-function post(jar: Jar, xml: string, relayState?: string): Promise<Response> {
+const acsOf = (entry: string) => `${origin}/auth/saml/${entry}/acs`;
+
+function post(jar: Jar, xml: string, relayState?: string, to = acs): Promise<Response> {
   const form = new URLSearchParams({ SAMLResponse: btoa(xml) });
   if (relayState !== undefined) form.set("RelayState", relayState);
-  return jar.fetch(acs, {
+  return jar.fetch(to, {
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded" },
     body: form,
@@ -93,11 +106,15 @@ function post(jar: Jar, xml: string, relayState?: string): Promise<Response> {
 }
 
 /** A response as the IdP would sign it for request `rid` (fields overridable). */
-function good(rid: string, extra: Partial<Parameters<SamlIdp["build"]>[0]> = {}) {
+function good(
+  rid: string,
+  extra: Partial<Parameters<SamlIdp["build"]>[0]> = {},
+  entry = "corp",
+) {
   return idp.build({
-    destination: acs,
-    recipient: acs,
-    audience: spEntityId,
+    destination: acsOf(entry),
+    recipient: acsOf(entry),
+    audience: `${origin}/auth/saml/${entry}/metadata`,
     inResponseTo: rid,
     ...extra,
   });
@@ -224,13 +241,101 @@ test("an entry's own certificate is generated apart; an unusable key is 500 SSO_
   await refused(broken, 500, "SSO_INTERNAL");
 });
 
-test("a response without the state cookie (IdP-initiated) is accepted once, then a replay is refused", async () => {
-  const xml = idp.sign(good("", { inResponseTo: undefined }), "Assertion");
-  const first = await post(new Jar(), xml, "next=/x");
+test("unsolicited responses are refused by default: no, garbage or used state cookie", async () => {
+  await sql`truncate sso_log`;
+  // Someone else's solicited response (its InResponseTo), and an IdP-initiated one.
+  const victim = new Jar();
+  const { rid } = await startLogin(victim);
+  const solicited = idp.sign(good(rid), "Assertion");
+  const idpInitiated = idp.sign(good("", { inResponseTo: undefined }), "Assertion");
+  for (const xml of [solicited, idpInitiated]) {
+    await refused(await post(new Jar(), xml, "next=/x"), 400, "SSO_BAD_STATE");
+    const garbage = new Jar();
+    garbage.cookies.set("svc_sso", "garbage");
+    await refused(await post(garbage, xml), 400, "SSO_BAD_STATE");
+  }
+  // A state cookie already used by its own login cannot carry another response.
+  const jar = new Jar();
+  const login = await startLogin(jar);
+  const cookie = jar.cookies.get("svc_sso")!;
+  const ok = await post(jar, idp.sign(good(login.rid), "Assertion"));
+  assert.equal(ok.status, 303, await ok.text());
+  const reused = new Jar();
+  reused.cookies.set("svc_sso", cookie);
+  await refused(
+    await post(reused, idp.sign(good(login.rid), "Assertion")),
+    400,
+    "SSO_BAD_STATE",
+  );
+  assert.equal((await sql`select count(*)::int as n from sso_log`)[0].n, 1, "one login ran");
+});
+
+test("allow_unsolicited: an IdP-initiated response is accepted once, then a replay is refused", async () => {
+  const xml = idp.sign(good("", { inResponseTo: undefined }, "idpinit"), "Assertion");
+  const first = await post(new Jar(), xml, "next=/x", acsOf("idpinit"));
   assert.equal(first.status, 303, await first.text());
   assert.equal(first.headers.get("location"), "/x");
   assert.ok(sessionSet(first));
-  await refused(await post(new Jar(), xml));
+  await refused(await post(new Jar(), xml, undefined, acsOf("idpinit")));
+  // A solicited response without its login's state is still refused (login CSRF).
+  const victim = new Jar();
+  const { rid } = await startLogin(victim, "", "idpinit");
+  await refused(
+    await post(new Jar(), idp.sign(good(rid, {}, "idpinit"), "Assertion"), "", acsOf("idpinit")),
+  );
+  // With its state, it is accepted.
+  const res = await post(
+    victim,
+    idp.sign(good(rid, {}, "idpinit"), "Assertion"),
+    "",
+    acsOf("idpinit"),
+  );
+  assert.equal(res.status, 303, await res.text());
+});
+
+test("a SHA-1 signed response is refused unless allow_sha1", async () => {
+  const jar = new Jar();
+  const { rid } = await startLogin(jar);
+  await refused(await post(jar, idp.sign(good(rid), "Assertion", idp.keys, { sha1: true })));
+  const jar2 = new Jar();
+  const { rid: rid2 } = await startLogin(jar2, "", "sha1");
+  const res = await post(
+    jar2,
+    idp.sign(good(rid2, {}, "sha1"), "Assertion", idp.keys, { sha1: true }),
+    "",
+    acsOf("sha1"),
+  );
+  assert.equal(res.status, 303, await res.text());
+});
+
+test("a SAMLResponse over max_response_size is 413 before parsing", async () => {
+  const jar = new Jar();
+  const { rid } = await startLogin(jar, "", "small");
+  const big = idp.sign(
+    good(rid, { attributes: { email: ["alice@example.com"], pad: ["x".repeat(9000)] } }, "small"),
+    "Assertion",
+  );
+  await refused(await post(jar, big, "", acsOf("small")), 413, "HTTP_BODY_TOO_LARGE");
+  // A body beyond the form cap is cut off without reading it all.
+  const huge = await fetch(acsOf("small"), {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: "SAMLResponse=" + "A".repeat(200_000),
+  });
+  await refused(huge, 413, "HTTP_BODY_TOO_LARGE");
+  // The default cap (256 KiB): a 358 KiB response signed by an unknown key is refused unparsed.
+  const evil = await generateSelfSigned("evil");
+  const pad: Record<string, string[]> = {};
+  for (let i = 0; i < 2500; i++) pad[`a${i}`] = ["x".repeat(56)];
+  const jar3 = new Jar();
+  const { rid: rid3 } = await startLogin(jar3);
+  const large = idp.sign(good(rid3, { attributes: pad }), "Assertion", evil);
+  assert.ok(large.length > 350 * 1024 && large.length < 400 * 1024, String(large.length));
+  await refused(await post(jar3, large), 413, "HTTP_BODY_TOO_LARGE");
+  const jar2 = new Jar();
+  const { rid: rid2 } = await startLogin(jar2, "", "small");
+  const fits = await post(jar2, idp.sign(good(rid2, {}, "small"), "Assertion"), "", acsOf("small"));
+  assert.equal(fits.status, 303, await fits.text());
 });
 
 test("a signed Response (not the assertion) is accepted", async () => {
@@ -252,7 +357,14 @@ test("attack: assertion signed by another key", async () => {
   const { rid } = await startLogin(jar);
   const evil = await generateSelfSigned("evil");
   await refused(await post(jar, idp.sign(good(rid), "Assertion", evil)));
-  await refused(await post(new Jar(), idp.sign(good(""), "Response", evil)));
+  await refused(
+    await post(
+      new Jar(),
+      idp.sign(good("", { inResponseTo: undefined }, "idpinit"), "Response", evil),
+      undefined,
+      acsOf("idpinit"),
+    ),
+  );
 });
 
 test("attack: signature wrapping (signed assertion moved, evil assertion added)", async () => {
@@ -335,7 +447,8 @@ test("attack: replayed response (same browser, same state)", async () => {
   assert.equal(ok.status, 303, await ok.text());
   jar.cookies.set("svc_sso", cookie);
   jar.cookies.delete("accesstoken");
-  await refused(await post(jar, xml));
+  // Its state was consumed by the first post (the assertion ID too: see allow_unsolicited).
+  await refused(await post(jar, xml), 400, "SSO_BAD_STATE");
 });
 
 test("attack: XML comment inside NameID never yields a truncated identity", async () => {
