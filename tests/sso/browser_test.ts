@@ -5,7 +5,6 @@
  */
 import assert from "node:assert/strict";
 import { decodeJwt } from "jose";
-import { type Browser } from "playwright-core";
 import { browserTest, CHROMIUM, launchChromium } from "../helpers/browser.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
@@ -31,7 +30,7 @@ async function setup() {
     `--saml.certificate_path=${tmp}/saml.crt`,
     `--saml.private_key_path=${tmp}/saml.key`,
   ]);
-  const browser: Browser = await launchChromium();
+  const browser = await launchChromium();
   return { origin, oidc, saml, tmp, srv, browser };
 }
 // Nothing is started without a browser: the tests below are then ignored (or fail in CI).
