@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { chinookDb, psql, stopDb } from "../helpers/db.ts";
+import { chinookDb, psql, scalar, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { staysPending, waitFor } from "../helpers/wait.ts";
 
@@ -30,12 +30,13 @@ const lockHolder = postgres(uri, { max: 1, onnotice: () => {} });
 
 /** svc's backends waiting on `event` (pg_stat_activity.wait_event: advisory, PgSleep). */
 async function waiting(event: string): Promise<number> {
-  const out = await psql(
-    `select count(*) as n from pg_stat_activity where application_name = 'svc'
-       and state = 'active' and wait_event = '${event}'`,
-    "drain",
+  return Number(
+    await scalar(
+      `select count(*) from pg_stat_activity where application_name = 'svc'
+         and state = 'active' and wait_event = '${event}'`,
+      "drain",
+    ),
   );
-  return Number(/\d+/.exec(out.split("\n")[2])![0]);
 }
 
 // Shown to fail (a) when Runtime.enter does not wait while a reload holds (the request is never
