@@ -9,7 +9,7 @@ import { browserTest, CHROMIUM, launchChromium } from "../helpers/browser.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { freePort, startOidcIdp } from "./oidc_idp.ts";
-import { startSamlIdp } from "./saml_idp.ts";
+import { redirectSignatureValid, startSamlIdp } from "./saml_idp.ts";
 
 async function setup() {
   const fixture = await Deno.readTextFile(new URL("../fixtures/sso.sql", import.meta.url));
@@ -79,6 +79,8 @@ test("browser: SAML login through the IdP's POST form ends on svc with the sessi
     assert.ok(cookie, "the browser holds the session cookie");
     assert.equal(decodeJwt(cookie.value).email, "alice@example.com");
     assert.equal(saml.lastRequest?.signed, true);
+    const spCert = await Deno.readTextFile(`${tmp}/saml.crt`);
+    assert.ok(redirectSignatureValid(saml.lastRequest!.query, spCert), "signed with the SP key");
   } finally {
     await context.close();
   }
