@@ -159,8 +159,8 @@ function refusalOf(place: string, what: string, p: string): string {
   return code;
 }
 
-// Shown to fail with the old check (any 4xx) replaced by nothing: a payload answered 401 PG_42501
-// (a statement PostgreSQL ran and refused) or another place's code is now a failure.
+// Shown to fail when findRelation splits a dotted name into schema and relation: "public.canary"
+// then reaches PostgreSQL and comes back 401 PG_42501, which the former "any 4xx" accepted.
 for (const [place, [, make]] of Object.entries(IDENTIFIER_PLACES)) {
   Deno.test(`injection: ${place} is refused`, async () => {
     for (const [what, p] of Object.entries(PAYLOADS)) {
