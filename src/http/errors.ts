@@ -16,6 +16,8 @@ export interface ErrorContext {
 interface PgLike {
   code?: string;
   message: string;
+  /** Where in the statement text the error is (set for errors of the statement itself). */
+  position?: string;
   detail?: string;
   hint?: string;
   where?: string;
@@ -105,7 +107,10 @@ function convert(e: unknown, ctx: ErrorContext): SvcError {
       return err;
     }
     if (/^[0-9A-Z]{5}$/.test(code)) {
-      const status = statusOfSqlState(code, ctx.anonymous);
+      // 42601 without a position in the statement comes from a type's input function reading a
+      // client value (`syntax error in tsvector`, `… in tsquery`): the value's fault, like 22P02.
+      // A syntax error of svc's own SQL always carries its position and stays 500.
+      const status = code === "42601" && !e.position ? 400 : statusOfSqlState(code, ctx.anonymous);
       const message = status >= 500 ? "internal database error" : e.message;
       const details: Record<string, unknown> = {};
       if (status < 500) {

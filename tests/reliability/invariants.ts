@@ -55,7 +55,10 @@ const ALLOWED_5XX: Record<string, number> = {
 /** Why an answer breaks the invariants, or null when it is fine. */
 export function violation(status: number, code: string | null, body: string): string | null {
   if (body.includes(CANARY_MARKER)) return "the canary's marker was served";
-  if (code?.startsWith("PG_") && svcOwnSqlState(code.slice(3))) {
+  // 400 PG_42601 is a value a type's input function could not read (svc answers 400 only for a
+  // 42601 without a statement position; its own syntax errors stay 500).
+  const valueSyntax = code === "PG_42601" && status === 400;
+  if (code?.startsWith("PG_") && !valueSyntax && svcOwnSqlState(code.slice(3))) {
     return `database error ${code} (only svc's own SQL causes it) reached the client`;
   }
   if (status === 500) return `500 ${code}`;
