@@ -41,8 +41,6 @@ async function open() {
 
 browserTest({
   name: "demo page loads in Chromium under the server's CSP (no violation, no script error)",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const { browser, page, problems } = await open();
     try {
@@ -68,8 +66,6 @@ browserTest({
 
 browserTest({
   name: "demo page: log in, see the invoices, reload and stay logged in, log out",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     // What the page must show: customer 1's invoices, newest first.
     const expected = await (await fetch(base + "/svc", {
@@ -126,8 +122,6 @@ browserTest({
 
 browserTest({
   name: "teardown",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     await srv?.stop();
     await stopDb();

@@ -352,8 +352,6 @@ Deno.test("uploads without http.upload.dir → 400 HTTP_UPLOAD_DISABLED", async 
 
 Deno.test({
   name: "teardown",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     child.kill("SIGTERM");
     await child.status;

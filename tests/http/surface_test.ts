@@ -374,8 +374,6 @@ Deno.test("limits: bodies read as a stream (over 16 KiB, or chunked) → 408 whe
 
 Deno.test({
   name: "teardown",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     await srv.stop();
     await star.stop();

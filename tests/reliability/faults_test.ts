@@ -68,8 +68,6 @@ async function countRows(city: string): Promise<{ invoices: number; lines: numbe
 
 Deno.test({
   name: "SIGKILL of svc during a 2,000-row nested write: the database holds all of it or none",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const uri = await db();
     const t = now();
@@ -139,11 +137,10 @@ Deno.test({
 
 Deno.test({
   name: "SIGTERM under load: in-flight requests finish, new connections are refused cleanly",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const uri = await db();
-    const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=8"]);
+    // 12 connections: all 6 requests run at once however the workers split them.
+    const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=12"]);
     await svc.waitHealthy();
     const inflight = Array.from({ length: 6 }, () =>
       fetch(`${svc.url}/svc`, {
@@ -177,8 +174,6 @@ Deno.test({
 
 Deno.test({
   name: "PostgreSQL killed mid-transaction (immediate stop): 503, then served again",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const cluster = await testCluster();
     const uri = await db();
@@ -227,8 +222,6 @@ Deno.test({
 
 Deno.test({
   name: "max_connections exhausted by another client: 503, then recovery",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const uri = await db();
     const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=2"]);

@@ -74,8 +74,6 @@ async function rawConn(url: string) {
 // while no body byte has been sent, and the wait below times out.
 Deno.test({
   name: "a 10 GB announced Content-Length is refused with 413 before any byte is read",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const c = await rawConn(s.url);
@@ -101,8 +99,6 @@ Deno.test({
 // at the end): the answer then comes only after the whole 1 GiB (and RSS grows by it).
 Deno.test({
   name: "a 1 GiB streamed body is cut at http.max_body_size: 413, RSS growth < 16 MiB",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const pid = s.child.pid;
@@ -145,8 +141,6 @@ Deno.test({
 
 Deno.test({
   name: "deep JSON, huge arrays, many joins and large batches are clear 4xx",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const expect = async (label: string, body: string, status: number, code: string) => {
@@ -193,8 +187,6 @@ Deno.test({
 
 Deno.test({
   name: "slowloris: 200 half-open connections do not slow normal requests (p99 < 100 ms)",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const u = new URL(s.url);
@@ -231,8 +223,6 @@ Deno.test({
 
 Deno.test({
   name: "limits: stop the server",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     if (svc) {
       const st = await svc.stop();

@@ -38,8 +38,7 @@ const { origin, oidc, saml, tmp, srv, browser } = CHROMIUM.path
   ? await setup()
   : {} as Awaited<ReturnType<typeof setup>>;
 
-const test = (name: string, fn: () => Promise<void>) =>
-  browserTest({ name, fn, sanitizeOps: false, sanitizeResources: false });
+const test = (name: string, fn: () => Promise<void>) => browserTest({ name, fn });
 
 async function sessionCookie(context: Awaited<ReturnType<typeof browser.newContext>>) {
   const cookies = await context.cookies(origin);

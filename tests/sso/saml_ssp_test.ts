@@ -158,15 +158,7 @@ const b64 = {
 };
 
 /** The SAML-IdP tests: ignored, or failing under SVC_REQUIRE_SAML_IDP=1, without SimpleSAMLphp. */
-const test = (name: string, fn: () => Promise<void>) =>
-  testWith(SIMPLESAMLPHP, {
-    name,
-    fn,
-    // The SimpleSAMLphp PHP server is a child process owned by the whole file (stopped in
-    // "cleanup"), and svc's in-process server keeps connections open across tests.
-    sanitizeOps: false,
-    sanitizeResources: false,
-  });
+const test = (name: string, fn: () => Promise<void>) => testWith(SIMPLESAMLPHP, { name, fn });
 
 test("SimpleSAMLphp: SP-initiated login, the IdP's attributes reach the callback", async () => {
   await e().sql`truncate sso_log`;

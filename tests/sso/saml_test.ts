@@ -45,8 +45,7 @@ const srv = await startServer(uri, [
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
 let idp: SamlIdp;
 
-const test = (name: string, fn: () => Promise<void>) =>
-  Deno.test({ name, fn, sanitizeOps: false, sanitizeResources: false });
+const test = (name: string, fn: () => Promise<void>) => Deno.test({ name, fn });
 
 function sessionSet(res: Response): string | null {
   for (const c of res.headers.getSetCookie()) {
