@@ -90,7 +90,7 @@ Deno.test("pool: close() does not wait for held reservations", async () => {
   await Promise.all([who(db, anon), who(db, anon), who(db, user)]);
   const t0 = performance.now();
   await db.close(5);
-  assert.ok(performance.now() - t0 < 2000, `close took ${performance.now() - t0} ms`);
+  assert.ok(performance.now() - t0 < 4000, `close took ${performance.now() - t0} ms`);
 });
 
 Deno.test("pool: text parameters of every length and script arrive intact (patched encoder)", async () => {

@@ -354,7 +354,7 @@ test("attack: DOCTYPE / entities (XXE, billion laughs) rejected fast", async () 
     const signed = idp.sign(good(rid, { nameId: "&lol9;" }), "Assertion");
     const t0 = performance.now();
     await refused(await post(jar, prolog + signed.replace("&amp;lol9;", "&lol9;")));
-    assert.ok(performance.now() - t0 < 1000, "refused fast");
+    assert.ok(performance.now() - t0 < 5000, "refused fast (nothing expanded)");
   }
 });
 
