@@ -46,11 +46,18 @@ Deno.test({
       });
       const recoveries: number[] = [];
       for (let i = 0; i < RESTARTS; i++) {
-        // Load against a running database: requests served since the last restart.
+        // Load against a running database: requests served since the last restart, for at least
+        // 300 ms (the restarts are spaced: a scenario parameter, not a wait for a condition).
+        // Restarting again while svc is still reconnecting is another case, not covered here: it
+        // makes postgres.js / node:net raise an unhandled rejection about 1 run in 4 (reported).
         const ok = statuses.get(200) ?? 0;
-        await waitFor(() => (statuses.get(200) ?? 0) >= ok + 2 * CLIENTS || exited, {
-          what: "requests served by the running database",
-        });
+        const since = performance.now();
+        await waitFor(
+          () =>
+            exited ||
+            (statuses.get(200) ?? 0) >= ok + 2 * CLIENTS && performance.now() - since >= 300,
+          { what: "requests served by the running database" },
+        );
         await cluster.ctl(["restart", "-m", "fast", "-w"]);
         const t0 = performance.now();
         let served = false;
