@@ -613,6 +613,10 @@ export class Database {
     const conn = lease.conn;
     const touch = lease.touch;
     let ok = false;
+    // The closing commit/rollback went through: the transaction is over even when a statement
+    // failed (PostgreSQL answers the commit of a failed transaction with ROLLBACK), so no
+    // separate rollback (a second round trip before the error is answered) is needed.
+    let ended = false;
     try {
       const started = prelude(conn, who, this.statementTimeout);
       started.then(touch, touch);
@@ -625,6 +629,7 @@ export class Database {
       );
       const commit = conn.unsafe(end).execute();
       const settled = await Promise.allSettled([started, ...qs, commit]);
+      ended = settled[settled.length - 1].status === "fulfilled";
       // The first failure that is not a 25P02 follow-up; `statementIndex` says which statement
       // (-1: the prelude or the commit), for callers that map a statement's failure.
       const isRoot = (x: PromiseSettledResult<unknown>) =>
@@ -642,7 +647,7 @@ export class Database {
       ok = true;
       return settled.slice(1, -1).map((x) => (x as PromiseFulfilledResult<Row[]>).value);
     } finally {
-      if (!ok) await conn.unsafe("rollback").catch(() => {});
+      if (!ok && !ended) await conn.unsafe("rollback").catch(() => {});
       lease.release(ok);
     }
   }

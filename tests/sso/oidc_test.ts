@@ -57,8 +57,7 @@ const ssoLog = async () =>
     p: any;
   }[];
 
-const test = (name: string, fn: () => Promise<void>) =>
-  Deno.test({ name, fn, sanitizeOps: false, sanitizeResources: false });
+const test = (name: string, fn: () => Promise<void>) => Deno.test({ name, fn });
 
 const callbackOf = (entry: string) => `${origin}/auth/oidc/${entry}/callback`;
 

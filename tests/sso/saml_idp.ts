@@ -6,6 +6,7 @@
  * engine samlify itself uses). `rotate` replaces the signing key (and the published metadata);
  * `metadataAttrs` adds attributes (validUntil, cacheDuration) to the metadata's root element.
  */
+import { createPublicKey, verify } from "node:crypto";
 import * as samlify from "samlify";
 import { SignedXml } from "xml-crypto";
 import { generateSelfSigned, type SpKeyPair } from "../../src/sso/certs.ts";
@@ -38,8 +39,11 @@ export interface SamlIdp {
   keys: SpKeyPair;
   /** Who `/sso` logs in (attributes of the next responses). */
   user: { nameId: string; attributes: Record<string, string[]> };
-  /** The last AuthnRequest `/sso` received (ID, ACS URL, whether the query was signed). */
-  lastRequest: { id: string; acs: string; signed: boolean } | null;
+  /**
+   * The last AuthnRequest `/sso` received: ID, ACS URL, whether the query carries Signature and
+   * SigAlg, and the raw query string (for {@link redirectSignatureValid}).
+   */
+  lastRequest: { id: string; acs: string; signed: boolean; query: string } | null;
   /** How many times the metadata was fetched. */
   metadataFetches: number;
   /** Attributes added to the metadata's root element (e.g. `cacheDuration="PT1S"`). */
@@ -63,6 +67,35 @@ const esc = (s: string) =>
   );
 
 const iso = (offset: number) => new Date(Date.now() + offset * 1000).toISOString();
+
+const SIG_ALGS: Record<string, string> = {
+  "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256": "sha256",
+  "http://www.w3.org/2001/04/xmldsig-more#rsa-sha512": "sha512",
+};
+
+/**
+ * Whether the HTTP-Redirect binding signature of a raw query string (`SAMLRequest=…&RelayState=…
+ * &SigAlg=…&Signature=…`, as it appeared in the URL) verifies with `certificate` (PEM): the signed
+ * octets are `SAMLRequest=<v>[&RelayState=<v>]&SigAlg=<v>` with each value exactly as URL-encoded
+ * in the query, in that order whatever the query's order (SAML bindings, 3.4.4.1).
+ */
+export function redirectSignatureValid(query: string, certificate: string): boolean {
+  const raw = new Map<string, string>();
+  for (const part of query.split("&")) {
+    const eq = part.indexOf("=");
+    if (eq > 0) raw.set(part.slice(0, eq), part.slice(eq + 1));
+  }
+  const sigAlg = raw.get("SigAlg");
+  const signature = raw.get("Signature");
+  const request = raw.get("SAMLRequest");
+  if (!sigAlg || !signature || !request) return false;
+  const hash = SIG_ALGS[decodeURIComponent(sigAlg)];
+  if (!hash) return false;
+  const relay = raw.has("RelayState") ? `&RelayState=${raw.get("RelayState")}` : "";
+  const octets = new TextEncoder().encode(`SAMLRequest=${request}${relay}&SigAlg=${sigAlg}`);
+  const sig = Uint8Array.from(atob(decodeURIComponent(signature)), (c) => c.charCodeAt(0));
+  return verify(hash, octets, createPublicKey(certificate), sig);
+}
 
 async function inflate(b64: string): Promise<string> {
   const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
@@ -188,6 +221,7 @@ export async function startSamlIdp(
         id,
         acs,
         signed: url.searchParams.has("Signature") && url.searchParams.has("SigAlg"),
+        query: url.search.slice(1),
       };
       const xml = idp.sign(
         idp.build({ destination: acs, recipient: acs, audience, inResponseTo: id }),

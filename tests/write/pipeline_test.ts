@@ -19,6 +19,7 @@ import { executeWrite, type WriteResult } from "../../src/write/execute.ts";
 import { planWrite } from "../../src/write/plan.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { startServer } from "../helpers/server.ts";
 
 const FIXTURE = `
@@ -565,6 +566,7 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, statements, read
   u.port = String(proxy.port);
   const srv = await startServer(u.toString(), ["--pg.pool_size=1", "--dev"]);
   try {
+    // Read once the proxy has seen every statement (6 per request), never after a fixed pause.
     const measure = async (body: unknown, n = 5) => {
       for (let i = 0; i < 2; i++) await (await srv.post("/svc", body)).text(); // prepare
       proxy.reset();
@@ -574,7 +576,7 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, statements, read
         assert.equal(r.status, 200, await r.clone().text());
         out.push(await r.json());
       }
-      // Everything, commit included, went out in the burst the response waited for.
+      await waitFor(() => proxy.counts.executes >= 6 * n, { what: "every statement sent" });
       return { ...proxy.counts, n, out };
     };
     const before = Number((await exec(`select count(*)::int as n from invoice`))[0].n);
@@ -619,7 +621,10 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, statements, read
     assert.equal(denied.headers.get("x-svc-errorcode"), "PG_42501");
     await denied.text();
     assert.equal((await exec(`select count(*)::int as n from tag where code = 't2'`))[0].n, 0);
-    // A failing write: the SQLSTATE mapping is kept (FK violation → 409), still one round trip.
+    // A failing write: the SQLSTATE mapping is kept (FK violation → 409), still one round trip:
+    // the statements after the failure, the commit included, end the transaction in the same
+    // burst (PostgreSQL answers the commit of a failed transaction with ROLLBACK), so no rollback
+    // follows. Was 2 bursts and 6 statements: a separate "rollback" after the error.
     proxy.reset();
     const bad = await srv.post("/svc", {
       query: invoiceTree,
@@ -627,6 +632,9 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, statements, read
     });
     assert.equal(bad.status, 409);
     await bad.text();
+    await waitFor(() => proxy.counts.executes >= 5, { what: "the failing write's statements" });
+    assert.equal(srv.server.runtime.inflight, 0);
+    assert.deepEqual(proxy.counts, { bursts: 1, executes: 5, parses: 0 });
     assert.equal(Number((await exec(`select count(*)::int as n from invoice`))[0].n), after);
   } finally {
     await srv.stop();
