@@ -8,7 +8,7 @@
 import { type Config, ConfigError, loadConfigAsync, workerCount } from "./src/config/load.ts";
 import { SecretError } from "./src/auth/secret.ts";
 import { runAction } from "./src/cli.ts";
-import { setupAnonymousRole } from "./src/startup.ts";
+import { setupRoles } from "./src/startup.ts";
 import { start } from "./src/serve.ts";
 import { supervise } from "./src/workers/supervisor.ts";
 import { inWorker, runWorker } from "./src/workers/worker.ts";
@@ -45,7 +45,7 @@ async function launch(cfg: Config): Promise<Running> {
 }
 
 async function main(): Promise<void> {
-  if (runAction(Deno.args, setupAnonymousRole)) Deno.exit(0);
+  if (runAction(Deno.args, setupRoles)) Deno.exit(0);
   let cfg: Config;
   try {
     cfg = await loadConfigAsync();

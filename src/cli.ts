@@ -49,8 +49,16 @@ export function helpText(): string {
   return lines.join("\n");
 }
 
+/** The roles --print-setup-sql names: the anonymous role and the authenticator (`pg.user`). */
+export interface SetupRoles {
+  /** `pg.query.anonymous_role`. */
+  anonymousRole: string;
+  /** The connecting user (`pg.user`, or the user of `pg.uri`); default `svc_authenticator`. */
+  authenticator?: string;
+}
+
 /** SQL creating the anonymous role and a NOINHERIT authenticator that can switch to it. */
-export function setupSql(opts: { anonymousRole: string; authenticator?: string }): string {
+export function setupSql(opts: SetupRoles): string {
   const q = (s: string) => `"${s.replaceAll('"', '""')}"`;
   const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
   const anon = opts.anonymousRole;
@@ -86,9 +94,9 @@ grant usage on schema public to ${q(anon)};
 
 /**
  * Handles the exit-early actions. Returns true when one ran (the caller exits 0).
- * `anonymousRole` is the configured (or default) anonymous role, used by --print-setup-sql.
+ * `roles` gives the configured anonymous role and authenticator, used by --print-setup-sql.
  */
-export function runAction(args: string[], anonymousRole: () => string): boolean {
+export function runAction(args: string[], roles: () => SetupRoles): boolean {
   if (args.includes("--help") || args.includes("-h")) {
     console.log(helpText());
     return true;
@@ -98,7 +106,7 @@ export function runAction(args: string[], anonymousRole: () => string): boolean 
     return true;
   }
   if (args.includes("--print-setup-sql")) {
-    console.log(setupSql({ anonymousRole: anonymousRole() }));
+    console.log(setupSql(roles()));
     return true;
   }
   return false;

@@ -32,6 +32,17 @@ Deno.test("--print-setup-sql: the anonymous role and a NOINHERIT authenticator",
   assert.match(out.stdout, /grant "web_anon" to "svc_authenticator"/);
 });
 
+Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.uri's user)", async () => {
+  const byUser = await runSvc(["--print-setup-sql", "--pg.user=x"]);
+  assert.equal(byUser.code, 0, byUser.stderr);
+  assert.match(byUser.stdout, /create role "x" login noinherit/);
+  assert.match(byUser.stdout, /to "x";/);
+  assert.doesNotMatch(byUser.stdout, /svc_authenticator/);
+  const byUri = await runSvc(["--print-setup-sql", "--pg.uri=postgres://api_login@db/app"]);
+  assert.equal(byUri.code, 0, byUri.stderr);
+  assert.match(byUri.stdout, /create role "api_login" login noinherit/);
+});
+
 Deno.test("a busy port exits 1 with one clear line", async () => {
   const port = freePort();
   const busy = Deno.listen({ hostname: "127.0.0.1", port });
