@@ -67,6 +67,7 @@ comment on function app.me() is 'Who is logged in. route:: path: /me';
 
 revoke execute on function app.login(jsonb), app.logout(jsonb), app.me() from public;
 grant execute on function app.login(jsonb), app.logout(jsonb), app.me() to "~anonymous", app_user;
+-- (and to `customer`, created below with the row-level security)
 
 -- Row-level security: the role `customer` (what a demo login mints) reads the catalogue, and of the
 -- customer tables only what its session's `customer_id` claim owns.
@@ -76,6 +77,8 @@ do $$ begin
   end if;
 end $$;
 grant customer to current_user;
+grant usage on schema app to customer;
+grant execute on function app.login(jsonb), app.logout(jsonb), app.me() to customer;
 grant usage on schema public to customer;
 grant select on artist, album, track, genre, media_type, playlist, playlist_track to customer;
 grant select on customer, invoice, invoice_line to customer;
