@@ -65,21 +65,80 @@ const child = new Deno.Command(Deno.execPath(), {
   stdout: "inherit",
   stderr: "inherit",
 }).spawn();
-for (const sig of ["SIGTERM", "SIGINT"] as const) {
-  Deno.addSignalListener(sig, () => {
-    // Under --watch the server's own exit only ends one run: stop the watcher too.
-    const kill = (s: Deno.Signal) => {
-      try {
-        child.kill(s);
-      } catch { /* exited */ }
-    };
-    kill("SIGTERM");
-    setTimeout(() => kill("SIGKILL"), 2000);
-  });
+/** Stops the server (and, once it has exited, the database below). */
+function stopServer(): void {
+  // Under --watch the server's own exit only ends one run: stop the watcher too.
+  const kill = (s: Deno.Signal) => {
+    try {
+      child.kill(s);
+    } catch { /* exited */ }
+  };
+  kill("SIGTERM");
+  setTimeout(() => kill("SIGKILL"), 2000);
+}
+for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) Deno.addSignalListener(sig, stopServer);
+// A wrapper that is signalled may not pass the signal on: `npx deno task dev` forwards SIGTERM to
+// a `sh` that dies and leaves `deno task` and this script orphaned. Whenever one of the wrappers
+// goes away, stop.
+const ancestors = ancestorPids();
+if (ancestors.length) {
+  const watch = setInterval(() => {
+    if (ancestors.some((p) => !alive(p))) {
+      clearInterval(watch);
+      console.error("svc dev: the process that started me has gone; stopping");
+      stopServer();
+    }
+  }, 250);
+  Deno.unrefTimer(watch);
 }
 const status = await child.status;
 stopCluster();
 Deno.exit(status.code);
+
+/**
+ * The wrappers this script runs under, nearest first, from /proc (Linux): consecutive ancestors
+ * whose command line is this task's invocation (`deno task dev`, npm's `sh -c … task dev`) or npm's
+ * `npm exec` / `npx`. The user's own shell and what started it are not wrappers: a dev server left
+ * running after its shell exits (nohup, a script) keeps running.
+ */
+function ancestorPids(): number[] {
+  const out: number[] = [];
+  let pid = Deno.pid;
+  for (let i = 0; i < 16; i++) {
+    const ppid = parentOf(pid);
+    if (ppid === null || ppid <= 1) break;
+    let cmd = "";
+    try {
+      cmd = Deno.readTextFileSync(`/proc/${ppid}/cmdline`).replaceAll("\0", " ");
+    } catch { /* gone */ }
+    const wrapper = /\btask\s+dev\b/.test(cmd) || /^npm exec\b|\bnpx(-cli\.js)?\b/.test(cmd);
+    if (!wrapper) break;
+    out.push(ppid);
+    pid = ppid;
+  }
+  return out;
+}
+
+/** The parent pid of `pid` (field 4 of /proc/<pid>/stat), or null off Linux or when gone. */
+function parentOf(pid: number): number | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'.
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return null;
+  }
+}
+
+/** Whether `pid` still runs (a zombie has exited). */
+function alive(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
 
 /** The port dev will listen on (--http.port, SVC_HTTP__PORT or 8080); null for 0 (any). */
 function devPort(argv: string[]): number | null {
