@@ -74,6 +74,12 @@ async function main(): Promise<void> {
     }
     throw e;
   }
+  if (!cfg.jwt.secure) {
+    log.warn(
+      "jwt.secure is false: the session cookie is sent without Secure, also over plain http " +
+        "(only for a staging host without TLS)",
+    );
+  }
   // SIGUSR1 reloads; it must not also open Deno's inspector (src/inspector_guard.ts).
   holdSignalInspectorPort();
   Deno.addSignalListener("SIGUSR1", () => void running.reload());

@@ -95,3 +95,22 @@ Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __
 Deno.test("teardown", async () => {
   await stopDb();
 });
+
+Deno.test("jwt.secure=false: a session cookie without Secure, and a warning at startup", async () => {
+  const uri = await chinookDb();
+  const svc = await spawnSvc([`--pg.uri=${uri}`, "--jwt.secure=false", "--http.workers=1"]);
+  try {
+    await svc.waitHealthy();
+    assert.match(svc.output(), /jwt\.secure is false/);
+  } finally {
+    await svc.stop();
+  }
+  const both = await runSvc([
+    `--pg.uri=${uri}`,
+    "--jwt.secure=false",
+    "--jwt.same_site=None",
+    `--jwt.secret=${TEST_SECRET}`,
+  ]);
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /jwt\.secure=false cannot be combined with jwt\.same_site=None/);
+});
