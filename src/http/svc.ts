@@ -352,7 +352,29 @@ async function runOne(
     }
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
-  return q.complex ? out : out.result;
+  return q.complex ? withWarnings(ctx, q, out) : out.result;
+}
+
+/**
+ * The envelope with `warnings` naming each flag the request set that the configuration disables
+ * (outside dev mode `count`, `stats`, `query_plan` and `sql` are off unless enabled): a disabled
+ * flag is not an error, but never silent either.
+ */
+function withWarnings(
+  ctx: SvcContext,
+  q: ComplexQuery,
+  out: Record<string, unknown>,
+): Record<string, unknown> {
+  const allow = ctx.cfg.pg.query;
+  const off: string[] = [];
+  if (q.count && !allow.allow_count) off.push("count is disabled (pg.query.allow_count)");
+  if (q.stats && !allow.allow_stats) off.push("stats is disabled (pg.query.allow_stats)");
+  if (q.query_plan && !allow.allow_query_plan) {
+    off.push("query_plan is disabled (pg.query.allow_query_plan)");
+  }
+  if (q.sql && !allow.allow_sql) off.push("sql is disabled (pg.query.allow_sql)");
+  if (off.length) out.warnings = off;
+  return out;
 }
 
 /** What a ComplexQuery asks for and the configuration allows. */
@@ -438,7 +460,7 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
   const out: Record<string, unknown> = {};
   const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
   writeOutput(out, q, want, wr, back, results[1] ?? []);
-  return q.complex ? out : out.result;
+  return q.complex ? withWarnings(ctx, q, out) : out.result;
 }
 
 /** POST /svc. */
