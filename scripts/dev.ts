@@ -1,7 +1,7 @@
 /**
  * `deno task dev`: svc in dev mode, restarted on change. With no database configured (no pg.*
  * flag, SVC_PG__* variable or config file), it starts a private PostgreSQL cluster kept in
- * `.svc/dev/` across runs (`--fresh` recreates it), loading the Chinook demo with its roles
+ * `.svc/dev/` (or `$SVC_DEV_DIR`) across runs (`--fresh` recreates it), loading the Chinook demo with its roles
  * (`~anonymous` reads, `app_user` writes) when it is new, and stops it on exit. The server runs
  * as a child `deno run --watch` process, so restarts on change keep the database. A busy port
  * stops here with exit 1 (under --watch the child would wait for changes instead).
@@ -32,7 +32,8 @@ if (port !== null && !portFree(port)) {
 }
 let stopCluster = () => {};
 if (!configured) {
-  const dir = `${root}.svc/dev`;
+  // SVC_DEV_DIR: another place for the private cluster (the README examples test uses a fresh one).
+  const dir = Deno.env.get("SVC_DEV_DIR") ?? `${root}.svc/dev`;
   if (fresh) await Deno.remove(dir, { recursive: true }).catch(() => {});
   console.log(`svc dev: starting the private PostgreSQL in ${dir} …`);
   const cluster = await startCluster({ dir });
