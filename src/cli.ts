@@ -80,13 +80,19 @@ grant select, insert, delete on ${quoted} to ${auth};
 `;
 }
 
+/** The roles --print-setup-sql names: the anonymous role and the authenticator (`pg.user`). */
+export interface SetupRoles {
+  /** `pg.query.anonymous_role`. */
+  anonymousRole: string;
+  /** The connecting user (`pg.user`, or the user of `pg.uri`); default `svc_authenticator`. */
+  authenticator?: string;
+}
+
 /**
  * SQL creating the anonymous role and a NOINHERIT authenticator that can switch to it, and the
  * SSO replay store's table when `store` (`sso.store`) is given.
  */
-export function setupSql(
-  opts: { anonymousRole: string; authenticator?: string; store?: string },
-): string {
+export function setupSql(opts: SetupRoles & { store?: string }): string {
   const q = (s: string) => `"${s.replaceAll('"', '""')}"`;
   const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
   const anon = opts.anonymousRole;
@@ -130,12 +136,12 @@ ${storeSetupSql(opts.store, auth)}`
 
 /**
  * Handles the exit-early actions. Returns true when one ran (the caller exits 0).
- * `anonymousRole` is the configured (or default) anonymous role and `store` the configured
+ * `roles` gives the configured anonymous role and authenticator and `store` the configured
  * `sso.store`, used by --print-setup-sql.
  */
 export function runAction(
   args: string[],
-  anonymousRole: () => string,
+  roles: () => SetupRoles,
   store: () => string | undefined = () => undefined,
 ): boolean {
   if (args.includes("--help") || args.includes("-h")) {
@@ -147,7 +153,7 @@ export function runAction(
     return true;
   }
   if (args.includes("--print-setup-sql")) {
-    console.log(setupSql({ anonymousRole: anonymousRole(), store: store() }));
+    console.log(setupSql({ ...roles(), store: store() }));
     return true;
   }
   return false;

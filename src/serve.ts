@@ -69,6 +69,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     maxSessionAge: cfg.jwt.max_session_age,
     cookieName: cfg.jwt.cookie_name,
     sameSite: cfg.jwt.same_site,
+    secure: cfg.jwt.secure,
   });
   const db = new Database(connectionString(cfg), {
     size: worker?.poolSize ?? cfg.pg.pool_size,

@@ -405,6 +405,13 @@ export const KEYS: KeySpec[] = [
   },
   { key: "jwt.cookie_name", kind: "string", default: "accesstoken", doc: "Cookie name." },
   {
+    key: "jwt.secure",
+    kind: "bool",
+    default: true,
+    doc:
+      "Secure attribute of the session cookie. false only for a plain-http staging host (svc warns at startup); not with jwt.same_site=None.",
+  },
+  {
     key: "jwt.secret",
     kind: "string",
     doc: "Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret.",

@@ -128,6 +128,7 @@ export interface Config {
     same_site: "Strict" | "Lax" | "None";
     algorithm: "HS256" | "HS384" | "HS512";
     cookie_name: string;
+    secure: boolean;
     secret?: string;
   };
   openid: Record<string, OpenIdConfig>;
@@ -361,6 +362,11 @@ function build(flat: Flat): Config {
   const granular = ["pg.host", "pg.port", "pg.database", "pg.user", "pg.password"].filter((k) =>
     explicit.has(k)
   );
+  if (!cfg.jwt.secure && cfg.jwt.same_site === "None") {
+    throw new ConfigError(
+      "jwt.secure=false cannot be combined with jwt.same_site=None (browsers drop such a cookie)",
+    );
+  }
   if (cfg.pg.uri !== undefined && granular.length > 0) {
     throw new ConfigError(
       `pg.uri cannot be combined with ${

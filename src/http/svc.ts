@@ -453,6 +453,7 @@ async function streamRead(
     );
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
+<<<<<<< HEAD
 }
 
 const encoder = new TextEncoder();
@@ -603,6 +604,31 @@ function markIndex(e: unknown, i: number): void {
   } else if (e instanceof Error) {
     (e as Error & { batchIndex?: number }).batchIndex = i;
   }
+=======
+  return q.complex ? withWarnings(ctx, q, out) : out.result;
+}
+
+/**
+ * The envelope with `warnings` naming each flag the request set that the configuration disables
+ * (outside dev mode `count`, `stats`, `query_plan` and `sql` are off unless enabled): a disabled
+ * flag is not an error, but never silent either.
+ */
+function withWarnings(
+  ctx: SvcContext,
+  q: ComplexQuery,
+  out: Record<string, unknown>,
+): Record<string, unknown> {
+  const allow = ctx.cfg.pg.query;
+  const off: string[] = [];
+  if (q.count && !allow.allow_count) off.push("count is disabled (pg.query.allow_count)");
+  if (q.stats && !allow.allow_stats) off.push("stats is disabled (pg.query.allow_stats)");
+  if (q.query_plan && !allow.allow_query_plan) {
+    off.push("query_plan is disabled (pg.query.allow_query_plan)");
+  }
+  if (q.sql && !allow.allow_sql) off.push("sql is disabled (pg.query.allow_sql)");
+  if (off.length) out.warnings = off;
+  return out;
+>>>>>>> deploy
 }
 
 /** What a ComplexQuery asks for and the configuration allows. */
@@ -700,6 +726,7 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<string> {
     throw w.error(e);
   }
   const out: Record<string, unknown> = {};
+<<<<<<< HEAD
   const wr = writeResult(w, results.slice(0, sent.length), opts);
   const rows = results[sent.length] ?? [];
   writeOutput(out, q, want, wr, back, rows, true);
@@ -709,6 +736,11 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<string> {
   const rest = JSON.stringify(out);
   if (result === undefined) return rest;
   return `{"result":${result}${rest === "{}" ? "" : `,${rest.slice(1, -1)}`}}`;
+=======
+  const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
+  writeOutput(out, q, want, wr, back, results[1] ?? []);
+  return q.complex ? withWarnings(ctx, q, out) : out.result;
+>>>>>>> deploy
 }
 
 /** POST /svc. */

@@ -33,6 +33,17 @@ Deno.test("--print-setup-sql: the anonymous role and a NOINHERIT authenticator",
   assert.match(out.stdout, /grant "web_anon" to "svc_authenticator"/);
 });
 
+Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.uri's user)", async () => {
+  const byUser = await runSvc(["--print-setup-sql", "--pg.user=x"]);
+  assert.equal(byUser.code, 0, byUser.stderr);
+  assert.match(byUser.stdout, /create role "x" login noinherit/);
+  assert.match(byUser.stdout, /to "x";/);
+  assert.doesNotMatch(byUser.stdout, /svc_authenticator/);
+  const byUri = await runSvc(["--print-setup-sql", "--pg.uri=postgres://api_login@db/app"]);
+  assert.equal(byUri.code, 0, byUri.stderr);
+  assert.match(byUri.stdout, /create role "api_login" login noinherit/);
+});
+
 Deno.test("a busy port exits 1 with one clear line", async () => {
   const port = freePort();
   const busy = Deno.listen({ hostname: "127.0.0.1", port });
@@ -85,4 +96,23 @@ Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __
 
 Deno.test("teardown", async () => {
   await stopDb();
+});
+
+Deno.test("jwt.secure=false: a session cookie without Secure, and a warning at startup", async () => {
+  const uri = await chinookDb();
+  const svc = await spawnSvc([`--pg.uri=${uri}`, "--jwt.secure=false", "--http.workers=1"]);
+  try {
+    await svc.waitHealthy();
+    assert.match(svc.output(), /jwt\.secure is false/);
+  } finally {
+    await svc.stop();
+  }
+  const both = await runSvc([
+    `--pg.uri=${uri}`,
+    "--jwt.secure=false",
+    "--jwt.same_site=None",
+    `--jwt.secret=${TEST_SECRET}`,
+  ]);
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /jwt\.secure=false cannot be combined with jwt\.same_site=None/);
 });
