@@ -20,12 +20,9 @@ import { ignoredEnv } from "./config/env.ts";
 import { createSso } from "./sso/mod.ts";
 import { surfaceHooks } from "./http/hooks.ts";
 import { serveMetrics } from "./http/metrics.ts";
-<<<<<<< HEAD
 import { ClientWatch } from "./http/disconnect.ts";
-=======
 import { openReplayStore } from "./sso/store.ts";
 import { onceStore, setOnceStore } from "./util/once.ts";
->>>>>>> ssotrust
 
 /** A running server. */
 export interface Server {
@@ -108,17 +105,12 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     announceStart(cfg, port);
   }
   void sso.start();
-<<<<<<< HEAD
-  const metricsServer = !worker && cfg.http.metrics.port !== undefined
-    ? serveMetrics(cfg.http.metrics.host, cfg.http.metrics.port)
-=======
   // One process: its own replay store (with workers, the supervisor holds it).
   const previousStore = onceStore();
   const replayStore = worker ? null : openReplayStore(cfg);
   if (replayStore) setOnceStore(replayStore);
-  const metricsServer = !worker && cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
-    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
->>>>>>> ssotrust
+  const metricsServer = !worker && cfg.http.metrics.port !== undefined
+    ? serveMetrics(cfg.http.metrics.host, cfg.http.metrics.port)
     : null;
 
   let stopping = false;

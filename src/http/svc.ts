@@ -386,7 +386,7 @@ async function runWrite(
   const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, back ? [back] : []);
   writeOutput(out, q, want, wr, back, wr.after[0] ?? []);
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
-  return q.complex ? out : out.result;
+  return q.complex ? withWarnings(ctx, q, out) : out.result;
 }
 
 /**
@@ -447,13 +447,12 @@ async function streamRead(
         : [];
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
-    const rest = JSON.stringify(out);
+    const rest = JSON.stringify(withWarnings(ctx, q, out));
     sink.push(
       encoder.encode(withResult ? (rest === "{}" ? "}" : `,${rest.slice(1)}`) : rest),
     );
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
-<<<<<<< HEAD
 }
 
 const encoder = new TextEncoder();
@@ -604,8 +603,6 @@ function markIndex(e: unknown, i: number): void {
   } else if (e instanceof Error) {
     (e as Error & { batchIndex?: number }).batchIndex = i;
   }
-=======
-  return q.complex ? withWarnings(ctx, q, out) : out.result;
 }
 
 /**
@@ -628,7 +625,6 @@ function withWarnings(
   if (q.sql && !allow.allow_sql) off.push("sql is disabled (pg.query.allow_sql)");
   if (off.length) out.warnings = off;
   return out;
->>>>>>> deploy
 }
 
 /** What a ComplexQuery asks for and the configuration allows. */
@@ -726,21 +722,15 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<string> {
     throw w.error(e);
   }
   const out: Record<string, unknown> = {};
-<<<<<<< HEAD
   const wr = writeResult(w, results.slice(0, sent.length), opts);
   const rows = results[sent.length] ?? [];
   writeOutput(out, q, want, wr, back, rows, true);
   // The read-back's rows are JSON texts: joined, not parsed and serialized again.
   const result = back ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
   if (!q.complex) return result ?? "null";
-  const rest = JSON.stringify(out);
+  const rest = JSON.stringify(withWarnings(ctx, q, out));
   if (result === undefined) return rest;
   return `{"result":${result}${rest === "{}" ? "" : `,${rest.slice(1, -1)}`}}`;
-=======
-  const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
-  writeOutput(out, q, want, wr, back, results[1] ?? []);
-  return q.complex ? withWarnings(ctx, q, out) : out.result;
->>>>>>> deploy
 }
 
 /** POST /svc. */

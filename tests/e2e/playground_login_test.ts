@@ -7,18 +7,15 @@
  * error, and the GET link overflowed its panel.
  */
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
+import { browserTest, launchChromium } from "../helpers/browser.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasBrowser = await Deno.stat(CHROMIUM).then(() => true, () => false);
 const repo = new URL("../../", import.meta.url).pathname;
 
-Deno.test({
+browserTest({
   name:
     "playground: empty-state note, log in from the page, errors clear the result, GET URL wraps",
-  ignore: !hasBrowser,
   // Owns a browser process.
   sanitizeResources: false,
   sanitizeOps: false,
@@ -29,11 +26,7 @@ Deno.test({
         `\nrevoke select on all tables in schema public from "~anonymous";`,
     );
     const srv = await startServer(uri, ["--http.playground.enable=true"]);
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox"],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage({ viewport: { width: 1300, height: 800 } });
       const problems: string[] = [];

@@ -391,13 +391,18 @@ test("attack: signature wrapping (signed assertion moved, evil assertion added)"
     `<samlp:Extensions>${original}</samlp:Extensions>${evil}`,
   );
   await refused(await post(jar, moved));
-  const unwrapped = await post(new Jar(), signed);
+  // Control (solicited logins: the refused post spent this login's state, so a response built the
+  // same way for a login of its own): a signed assertion for its own request is accepted, and the
+  // refusal above (SSO_SAML_INVALID_RESPONSE with a valid state) came from the wrapping.
+  const jarOk = new Jar();
+  const { rid: ridOk } = await startLogin(jarOk);
+  const unwrapped = await post(jarOk, idp.sign(good(ridOk), "Assertion"));
   assert.equal(unwrapped.status, 303, "the signed response itself is acceptable");
   await unwrapped.body?.cancel();
   // The evil assertion carrying the signed one's ID (so a lookup by ID finds the signed one),
   // built for this login's own request (so nothing but the wrapping can refuse it). Shown not
-  // vacuous: the same signed response unwrapped is accepted right after (the state was spent by
-  // the refused post, so without state, as an IdP-initiated response).
+  // vacuous: a response signed the same way for a login of its own is accepted right after (the
+  // refused post spent this login's state).
   const jar2 = new Jar();
   const { rid: rid2 } = await startLogin(jar2);
   const signed2 = idp.sign(good(rid2), "Assertion");
@@ -412,7 +417,9 @@ test("attack: signature wrapping (signed assertion moved, evil assertion added)"
       `<samlp:Extensions>${original2}</samlp:Extensions>`,
   );
   await refused(await post(jar2, sameId));
-  const control = await post(new Jar(), signed2);
+  const jar3 = new Jar();
+  const { rid: rid3 } = await startLogin(jar3);
+  const control = await post(jar3, idp.sign(good(rid3), "Assertion"));
   assert.equal(control.status, 303, await control.text());
   assert.equal(decodeJwt(sessionSet(control)!).email, "alice@example.com");
 });
