@@ -15,7 +15,7 @@ import { HealthProbe } from "./db/health.ts";
 import { loadUntilReady, Runtime } from "./runtime.ts";
 import { type Cluster, createApp } from "./http/server.ts";
 import { installProcessGuard } from "./guard.ts";
-import { announce } from "./startup.ts";
+import { announce, publicUrl } from "./startup.ts";
 import { ignoredEnv } from "./config/env.ts";
 import { createSso } from "./sso/mod.ts";
 import { surfaceHooks } from "./http/hooks.ts";
@@ -153,9 +153,9 @@ export function announceStart(cfg: Config, port: number): void {
     log.debug("environment variable {name} is not configuration (no __): ignored", { name });
   }
   if (cfg.http.playground.enable) {
-    log.info("query playground: http://{host}:{port}/svc/playground", {
-      host: cfg.http.host === "0.0.0.0" ? "localhost" : cfg.http.host,
-      port,
+    // One placeholder holding the whole URL: the console format quotes string values.
+    log.info("query playground: {url}", {
+      url: `${publicUrl(cfg.http.host, port)}/svc/playground`,
     });
   }
 }
