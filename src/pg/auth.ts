@@ -25,11 +25,11 @@ export function md5Password(user: string, password: string, salt: Uint8Array): s
 const SPACES = /[\u00A0\u1680\u2000-\u200B\u202F\u205F\u3000]/gu;
 const NOTHING = /[\u00AD\u034F\u1806\u180B-\u180D\u200B-\u200D\u2060\uFE00-\uFE0F\uFEFF]/gu;
 const PROHIBITED =
+  // deno-lint-ignore no-control-regex
   /[\u0000-\u001F\u007F-\u009F\u0340\u0341\u06DD\u070F\u180E\u200C-\u200F\u2028-\u202E\u2060-\u2063\u206A-\u206F\u2FF0-\u2FFB\uFDD0-\uFDEF\uFFF9-\uFFFF\p{Co}\p{Cs}\p{Cn}\u{1D173}-\u{1D17A}\u{E0001}\u{E0020}-\u{E007F}]/u;
 
 /** The password as SCRAM hashes it (SASLprep, or unchanged when prep refuses it). */
 export function saslprep(password: string): string {
-  // deno-lint-ignore no-control-regex
   if (/^[\x20-\x7e]*$/.test(password)) return password;
   const mapped = password.replace(SPACES, " ").replace(NOTHING, "").normalize("NFKC");
   if (PROHIBITED.test(mapped) || mapped === "") return password;

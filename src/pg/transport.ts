@@ -13,7 +13,7 @@
  */
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { type ConnectConfig, type SslMode } from "./config.ts";
+import type { ConnectConfig, SslMode } from "./config.ts";
 import { PgConnectionError } from "./errors.ts";
 import { sslRequest, Writer } from "./protocol.ts";
 
