@@ -22,7 +22,6 @@ import { md5Password, Scram } from "./auth.ts";
 import {
   parseFields,
   PgConnectionError,
-  type PgConnectionError as PgConnectionErrorT,
   PgError,
   type PgFields,
   PgSkippedError,
@@ -1096,6 +1095,3 @@ export class Connection {
     }
   }
 }
-
-/** Re-exported for callers that only import the connection module. */
-export type { PgConnectionErrorT as ConnectionError };
