@@ -446,7 +446,7 @@ export class Connection {
   /**
    * Runs `sql` through the simple query protocol: any number of `;`-separated statements, no
    * parameters, each statement's rows decoded. Rejects with the first failure (PostgreSQL stops
-   * there; outside an explicit transaction the script's earlier statements stay committed).
+   * there; a script without its own BEGIN/COMMIT runs as one implicit transaction, rolled back).
    * COPY FROM STDIN is refused (the server gets CopyFail); COPY TO STDOUT data is skipped.
    */
   simple(sql: string): Promise<Result[]> {
