@@ -13,7 +13,7 @@
  * - `--variant=NAME[@MAIN]:FLAG,FLAG…` (repeatable; default one variant `svc:`): svc
  *   configuration flags per variant (a `NAME=value` entry with an upper-case name is an
  *   environment variable instead), and optionally another checkout's main.ts (e.g. an older
- *   commit in a temp worktree). Example: `--variant=on: --variant=off:--http.metrics.enable=false`.
+ *   commit in a temp worktree). Example: `--variant=on:--http.metrics.enable=true --variant=off:`.
  * - `--rounds=7`, `--duration=5` (s of load per round and variant), `--warmup=3` (s, once per
  *   variant), `--connections=10`, `--scale=1` (Chinook copies), `--pool=10`.
  * - `--cpu-prof=DIR`: runs each svc under `--cpu-prof` (profiles written to DIR/<variant>/ when

@@ -668,10 +668,10 @@ async function main(): Promise<Report> {
     }
 
     // Metrics cost (issue: metrics must cost < 3%): svc CPU time per primary-key read at 10
-    // connections, this svc (metrics on, the default) against a second svc with
-    // http.metrics.enable=false, in alternating rounds (the order swaps every round) so that
-    // drift and other load on the machine hit both alike; the cost is the median of the
-    // per-round ratios. CPU per request, not throughput: throughput on a shared machine swings
+    // connections, a svc with http.metrics.enable=true against a second svc with
+    // http.metrics.enable=false (the default), in alternating rounds (the order swaps every
+    // round) so that drift and other load on the machine hit both alike; the cost is the median
+    // of the per-round ratios. CPU per request, not throughput: throughput on a shared machine swings
     // far more than 3% between rounds.
     let metricsCost: Report["metrics_cost"];
     const pk = selected.find((c) => c.id === "pk_read");

@@ -119,6 +119,16 @@ export const metrics = {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   }),
+  /**
+   * Pooled connections closed because their lease outlived the lease deadline
+   * (`pg.query.statement_timeout` + `pg.lease_grace` without progress; src/db/pool.ts).
+   */
+  leasesKilled: new client.Counter({
+    name: "svc_pg_leases_killed_total",
+    help:
+      "Pooled connections closed and replaced because a request held them past statement_timeout + pg.lease_grace without progress.",
+    registers: [registry],
+  }),
   /** SSO logins, by provider and outcome; incremented by the SSO handlers. */
   ssoLogins: new client.Counter<"provider" | "outcome">({
     name: "svc_sso_logins_total",
@@ -130,7 +140,7 @@ export const metrics = {
 
 /** Where the scrape-time gauges read from (the running server). */
 export interface MetricSources {
-  pool(): { size: number; in_use: number; waiting: number };
+  pool(): { size: number; in_use: number; waiting: number; overdue: number };
   /** Well-known queries registered and deactivated by the last load (null before it). */
   wellknown(): { active: number; deactivated: number } | null;
   /** Verified-token cache hits and misses since start. */
@@ -202,6 +212,11 @@ function gauge(
 gauge("svc_pool_size", "Request pool connections.", (s) => s.pool().size);
 gauge("svc_pool_in_use", "Request pool connections reserved by a request.", (s) => s.pool().in_use);
 gauge("svc_pool_waiting", "Requests waiting for a pool connection.", (s) => s.pool().waiting);
+gauge(
+  "svc_pool_overdue",
+  "Request pool connections leased past pg.query.statement_timeout without progress.",
+  (s) => s.pool().overdue,
+);
 gauge(
   "svc_wellknown_active",
   "Well-known queries active after the last load.",

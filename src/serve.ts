@@ -69,6 +69,8 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     poolTimeout: cfg.pg.pool_timeout,
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
+    leaseGrace: cfg.pg.lease_grace,
+    maxParams: cfg.pg.query.max_params,
   });
   const health = new HealthProbe(connectionString(cfg));
   const runtime = new Runtime(cfg);
@@ -87,8 +89,8 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     announceStart(cfg, port);
   }
   void sso.start();
-  const metricsServer = !worker && cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
-    ? serveMetrics(cfg.http.host, cfg.http.metrics.port)
+  const metricsServer = !worker && cfg.http.metrics.port !== undefined
+    ? serveMetrics(cfg.http.metrics.host, cfg.http.metrics.port)
     : null;
 
   let stopping = false;

@@ -162,7 +162,7 @@ export interface SvcOptions {
   wellknownDir: string;
   secretsDir: string;
   logFile: string;
-  /** Extra configuration flags (e.g. `--http.metrics.enable=false`). */
+  /** Extra configuration flags (e.g. `--http.metrics.enable=true`). */
   flags?: string[];
   /** The main.ts to run (default: this checkout's; e.g. an older commit's worktree). */
   main?: string;

@@ -14,6 +14,7 @@ import {
   sourceRelation,
   unknownColumn,
 } from "./parse_common.ts";
+import { columnCandidates, scopeCandidates } from "./visible.ts";
 
 /** Maximum nesting of expression arrays (protects the parser's and PostgreSQL's stacks). */
 const MAX_EXPR_DEPTH = 64;
@@ -71,6 +72,7 @@ const AGG_FUNCTIONS = new Set([
 /** SQL-standard spellings accepted by a cast but absent from pg_type's names. */
 const TYPE_ALIASES: Record<string, string> = {
   int: "integer",
+  char: "character",
   decimal: "numeric",
   float: "double precision",
   dec: "numeric",
@@ -94,14 +96,14 @@ export function resolveName(scope: Scope, name: string, pointer: string): Expr {
   if (scope.joins.has(name)) {
     throw invalid(pointer, `joined alias '${name}' is not a value here; use '.' or 'agg'`);
   }
-  const hint = didYouMean(name, [
-    ...scope.columns.keys(),
-    ...scope.computed.keys(),
-    ...scope.joins.keys(),
-  ]);
   throw unknownColumn(
     pointer,
-    `unknown column '${name}'${hint || `; a string literal is written ${JSON.stringify([name])}`}`,
+    name,
+    scopeCandidates(scope, { computed: true, joins: true }),
+    (hint) =>
+      `unknown column '${name}'${
+        hint || `; a string literal is written ${JSON.stringify([name])}`
+      }`,
   );
 }
 
@@ -240,8 +242,12 @@ function parseDot(
       }
       const column = sourceColumns(join.node.source).find((c) => c.name === field);
       if (!column) {
-        const hint = didYouMean(field, sourceColumns(join.node.source).map((c) => c.name));
-        throw unknownColumn(ptr(pointer, 2), `unknown column '${field}' of '${base}'${hint}`);
+        throw unknownColumn(
+          ptr(pointer, 2),
+          field,
+          columnCandidates(join.node.source),
+          (hint) => `unknown column '${field}' of '${base}'${hint}`,
+        );
       }
       return { kind: "joined", join, column };
     }
@@ -253,7 +259,7 @@ function parseDot(
   const composite = compositeOf(ctx, expr);
   if (!composite) throw invalid(ptr(pointer, 1), "'.' needs a joined alias or a composite value");
   const fcol = composite.fields.find((c) => c.name === field);
-  if (!fcol) throw unknownColumn(ptr(pointer, 2), `unknown field '${field}'`);
+  if (!fcol) throw unknownColumn(ptr(pointer, 2), field, [], () => `unknown field '${field}'`);
   const out: Expr = { kind: "field", expr, field, type: fcol.type };
   ctx.fieldColumns.set(out, fcol);
   return out;
@@ -287,8 +293,8 @@ function parseAgg(
   if (typeof alias !== "string") throw invalid(ptr(tp, 0), "expected a joined alias");
   const join = scope.joins.get(alias);
   if (!join) {
-    const hint = didYouMean(alias, scope.joins.keys());
-    throw unknownColumn(ptr(tp, 0), `unknown joined alias '${alias}'${hint}`);
+    const aliases = [...scope.joins.keys()].map((name) => ({ name }));
+    throw unknownColumn(ptr(tp, 0), alias, aliases, (h) => `unknown joined alias '${alias}'${h}`);
   }
   if (join.direction !== "incoming") {
     throw invalid(ptr(tp, 0), `'${alias}' is not an incoming (array) join`);
@@ -310,6 +316,7 @@ function childScope(ctx: Ctx, join: JoinNode): Scope {
   return {
     alias: node.sqlAlias,
     name: node.name,
+    source: node.source,
     columns: new Map(sourceColumns(node.source).map((c) => [c.name, c])),
     computed: sourceRelation(ctx.schema, node.source)?.computedFields ?? new Map(),
     joins: new Map(node.joins.map((j) => [j.key, j])),
@@ -330,24 +337,112 @@ function parseParam(ctx: Ctx, args: unknown[], pointer: string): Expr {
 }
 
 /**
- * Checks a cast target (an optional `(n[,m])` typmod and `[]` suffixes allowed) and returns it in
- * a form that is safe to put in SQL. A target is an ordinary type (base, domain, enum, range, or
- * an array of those) or the row type of a relation that is not blacklisted, in a schema the role
- * may use; object identifier types (`oid`, `reg*`) are refused. Every refused or unknown target
- * gets the same QUERY_UNKNOWN_TYPE answer, so a cast cannot tell whether something exists.
+ * The types that take a modifier (PostgreSQL's own, by every accepted spelling): how the cast is
+ * spelled with its arguments, and each argument's range. Any other type with a modifier is
+ * refused; `numeric`'s scale goes from 0 to its precision.
+ */
+const MODIFIED: Record<string, { sql: (a: number[]) => string; ranges: [number, number][] }> =
+  (() => {
+    const length = (name: string, max: number) => ({
+      sql: (a: number[]) => `${name}(${a[0]})`,
+      ranges: [[1, max]] as [number, number][],
+    });
+    const precision = (sql: (p: number) => string) => ({
+      sql: (a: number[]) => sql(a[0]),
+      ranges: [[0, 6]] as [number, number][],
+    });
+    const varchar = length("character varying", 10485760);
+    const bpchar = length("character", 10485760);
+    const varbit = length("bit varying", 83886080);
+    const numeric = {
+      sql: (a: number[]) => `numeric(${a.join(",")})`,
+      ranges: [[1, 1000], [0, 1000]] as [number, number][],
+    };
+    const time = precision((p) => `time(${p})`);
+    const timetz = precision((p) => `time(${p}) with time zone`);
+    const timestamp = precision((p) => `timestamp(${p})`);
+    const timestamptz = precision((p) => `timestamp(${p}) with time zone`);
+    return {
+      varchar,
+      "character varying": varchar,
+      bpchar,
+      char: bpchar,
+      character: bpchar,
+      numeric,
+      decimal: numeric,
+      dec: numeric,
+      bit: length("bit", 83886080),
+      varbit,
+      "bit varying": varbit,
+      time,
+      "time without time zone": time,
+      timetz,
+      "time with time zone": timetz,
+      timestamp,
+      "timestamp without time zone": timestamp,
+      timestamptz,
+      "timestamp with time zone": timestamptz,
+      interval: precision((p) => `interval(${p})`),
+    };
+  })();
+
+/** The cast-target error: one message shape for every refused, hidden or unknown target. */
+export function unknownType(v: string, pointer: string, why = ""): SvcError {
+  return new SvcError("QUERY_UNKNOWN_TYPE", `unknown type '${v}'${why}`, { details: { pointer } });
+}
+
+/**
+ * Checks a cast target (an optional type modifier and `[]` suffixes allowed) and returns it in a
+ * form that is safe to put in SQL. A target is a data type of pg_catalog, a type of another
+ * schema the role may use (base, domain, enum, range, composite), or the row type of a relation
+ * the role may SELECT; arrays of those. A modifier is allowed only on the types of MODIFIED, with
+ * its arguments in range. Every refused, hidden or unknown target gets the same
+ * QUERY_UNKNOWN_TYPE answer, so a cast cannot tell whether something exists.
  */
 export function checkType(ctx: Ctx, v: unknown, pointer: string): string {
   if (typeof v !== "string") throw invalid(pointer, "expected a type name");
-  const unknown = () =>
-    new SvcError("QUERY_UNKNOWN_TYPE", `unknown type '${v}'`, { details: { pointer } });
-  const m = /^(.+?)\s*(\(\s*\d{1,9}\s*(?:,\s*\d{1,9}\s*)?\))?((?:\[\])*)$/s.exec(v.trim());
-  if (!m) throw unknown();
+  const m = /^(.+?)\s*(?:\(([^()]*)\))?\s*((?:\[\])*)$/s.exec(v.trim());
+  if (!m) throw unknownType(v, pointer);
+  if (m[2] !== undefined) return modified(v, m[1], m[2], pointer) + m[3];
   const base = ctx.schema.castTargets
     ? resolveCastTarget(ctx, m[1])
     : resolveTypeName(ctx.schema.typeNames, m[1]);
-  if (base === null) throw unknown();
-  const typmod = m[2] ? m[2].replaceAll(/\s/g, "") : "";
-  return base + typmod + m[3];
+  if (base === null) throw unknownType(v, pointer);
+  return base + m[3];
+}
+
+/** A type with a modifier, e.g. `numeric(10,2)`, spelled for SQL; else QUERY_UNKNOWN_TYPE. */
+function modified(v: string, name: string, args: string, pointer: string): string {
+  const key = name.toLowerCase().replace(/^pg_catalog\./, "").replaceAll(/\s+/g, " ");
+  const spec = Object.hasOwn(MODIFIED, key) ? MODIFIED[key] : undefined;
+  if (spec === undefined) {
+    throw unknownType(
+      v,
+      pointer,
+      ": a type modifier is allowed only on varchar, char, numeric, bit, varbit, time, timetz, " +
+        "timestamp, timestamptz and interval",
+    );
+  }
+  const parts = args.split(",").map((a) => a.trim());
+  const n = spec.ranges.length;
+  if (parts.length > n || parts.some((a) => !/^\d{1,9}$/.test(a))) {
+    throw unknownType(
+      v,
+      pointer,
+      `: ${key} takes ${n === 1 ? "one integer" : "one or two integers"}`,
+    );
+  }
+  const values = parts.map(Number);
+  // numeric's scale is at most its precision.
+  const ranges = spec.ranges.map(([lo, hi], i) => [lo, i === 1 ? Math.min(hi, values[0]) : hi]);
+  values.forEach((x, i) => {
+    const [lo, hi] = ranges[i];
+    if (x < lo || x > hi) {
+      const what = n === 1 ? "its modifier" : i === 0 ? "its precision" : "its scale";
+      throw unknownType(v, pointer, `: ${what} must be between ${lo} and ${hi}`);
+    }
+  });
+  return spec.sql(values);
 }
 
 /** The SQL spelling of a cast target from Schema.castTargets, or null (unknown or refused). */
@@ -361,6 +456,12 @@ function resolveCastTarget(ctx: Ctx, name: string): string | null {
   const role = ctx.opts.role;
   if (t.schema !== "pg_catalog" && role !== undefined) {
     if (!hasSchemaUsage(ctx.schema, role, t.schema)) return null;
+  }
+  if (t.relation !== undefined && role !== undefined) {
+    // A row type describes its relation's columns: only for a role that may SELECT it.
+    const allowed = ctx.opts.rowTypes;
+    if (allowed === undefined) ctx.pendingRowTypes.add(t.relation);
+    else if (!allowed.has(t.relation)) return null;
   }
   return t.sql;
 }

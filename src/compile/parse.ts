@@ -6,8 +6,13 @@
  */
 import type { Column, Func, Relation, Schema } from "../db/schema.ts";
 import { findFunctions, findRelation } from "../db/schema.ts";
-import { didYouMean } from "../util/suggest.ts";
-import { visibleFunctionNames, visibleRelationNames } from "./visible.ts";
+import { SuggestingError } from "../util/suggest.ts";
+import {
+  columnCandidates,
+  functionCandidates,
+  relationCandidates,
+  scopeCandidates,
+} from "./visible.ts";
 import { invalid, SvcError } from "../errors.ts";
 import type { JoinNode, RelationNode, Source, WriteMode } from "./ast.ts";
 import { assertBoolean, checkRegLiteral, parseExpr } from "./expr.ts";
@@ -15,6 +20,7 @@ import {
   argumentOf,
   type Ctx,
   isObject,
+  NeedRowTypes,
   optionalString,
   type ParseOptions,
   ptr,
@@ -66,8 +72,25 @@ const PSEUDO_TYPES = new Set([
  * QUERY_MAX_DEPTH_EXCEEDED, QUERY_DISTINCT_ON_NOT_PREFIX) with `details.pointer`.
  */
 export function parseQuery(schema: Schema, tree: unknown, opts: ParseOptions): RelationNode {
-  const ctx: Ctx = { schema, opts, next: 0, fieldColumns: new WeakMap() };
-  return parseNode(ctx, tree, opts.pointer ?? "", 0, false);
+  const ctx: Ctx = {
+    schema,
+    opts,
+    next: 0,
+    fieldColumns: new WeakMap(),
+    pendingRowTypes: new Set(),
+  };
+  let node: RelationNode;
+  try {
+    node = parseNode(ctx, tree, opts.pointer ?? "", 0, false);
+  } catch (e) {
+    // Whether a row type is a target decides which error comes first: ask, then parse again.
+    if (ctx.pendingRowTypes.size > 0) throw new NeedRowTypes([...ctx.pendingRowTypes]);
+    // Without a role (a well-known query at load) every name may be suggested.
+    if (e instanceof SuggestingError && opts.role === undefined) e.settle(() => true);
+    throw e;
+  }
+  if (ctx.pendingRowTypes.size > 0) throw new NeedRowTypes([...ctx.pendingRowTypes]);
+  return node;
 }
 
 function parseNode(
@@ -106,6 +129,7 @@ function parseNode(
   const scope: Scope = {
     alias: sqlAlias,
     name: node.name,
+    source: node.source,
     columns: new Map(sourceColumns(node.source).map((c) => [c.name, c])),
     computed: resolved.relation?.computedFields ?? new Map(),
     joins: new Map(),
@@ -135,10 +159,13 @@ function parseSource(
     // layer of svc's own); only blacklisted or absent relations are unknown.
     const relation = findRelation(ctx.schema, relName, ns);
     if (!relation) {
-      const hint = didYouMean(relName, visibleRelationNames(ctx.schema, ctx.opts.role, ns));
-      throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown relation '${relName}'${hint}`, {
-        details: { pointer: ptr(pointer, "relation") },
-      });
+      throw new SuggestingError(
+        "QUERY_UNKNOWN_RELATION",
+        relName,
+        relationCandidates(ctx.schema, ns),
+        (hint) => `unknown relation '${relName}'${hint}`,
+        { pointer: ptr(pointer, "relation") },
+      );
     }
     return { source: { kind: "relation", relation }, name: relName, relation };
   }
@@ -160,10 +187,13 @@ function parseFunctionSource(
 ): Source {
   const candidates = findFunctions(ctx.schema, fnName, ns);
   if (candidates.length === 0) {
-    const hint = didYouMean(fnName, visibleFunctionNames(ctx.schema, ctx.opts.role, ns));
-    throw new SvcError("QUERY_UNKNOWN_RELATION", `unknown function '${fnName}'${hint}`, {
-      details: { pointer: ptr(pointer, "function") },
-    });
+    throw new SuggestingError(
+      "QUERY_UNKNOWN_RELATION",
+      fnName,
+      functionCandidates(ctx.schema, ns),
+      (hint) => `unknown function '${fnName}'${hint}`,
+      { pointer: ptr(pointer, "function") },
+    );
   }
   const argsPointer = ptr(pointer, "arguments");
   const raw = tree.arguments ?? [];
@@ -283,12 +313,10 @@ function matchJoin(
   for (const [c, pc] of Object.entries(on)) {
     if (typeof pc !== "string") throw invalid(ptr(pointer, c), "expected a parent column name");
     if (!childCols.has(c)) {
-      const hint = didYouMean(c, childCols.keys());
-      throw unknownColumn(ptr(pointer, c), `unknown column '${c}'${hint}`);
+      throw unknownColumn(ptr(pointer, c), c, columnCandidates(child.source));
     }
     if (!parent.scope.columns.has(pc)) {
-      const hint = didYouMean(pc, parent.scope.columns.keys());
-      throw unknownColumn(ptr(pointer, c), `unknown column '${pc}'${hint}`);
+      throw unknownColumn(ptr(pointer, c), pc, scopeCandidates(parent.scope));
     }
     pairs.push([c, pc]);
   }
@@ -375,12 +403,7 @@ function parseOnConflict(scope: Scope, v: unknown, pointer: string): string[] {
   const seen = new Set<string>();
   v.forEach((c, i) => {
     if (typeof c !== "string") throw invalid(ptr(pointer, i), "expected a column name");
-    if (!scope.columns.has(c)) {
-      throw unknownColumn(
-        ptr(pointer, i),
-        `unknown column '${c}'${didYouMean(c, scope.columns.keys())}`,
-      );
-    }
+    if (!scope.columns.has(c)) throw unknownColumn(ptr(pointer, i), c, scopeCandidates(scope));
     if (seen.has(c)) throw invalid(ptr(pointer, i), `duplicate column '${c}'`);
     seen.add(c);
   });

@@ -3,7 +3,8 @@
  * used by the relation, select and expression parsers.
  */
 import type { Column, ComputedField, Func, FunctionArg, Relation, Schema } from "../db/schema.ts";
-import { invalid, SvcError } from "../errors.ts";
+import { invalid, type SvcError } from "../errors.ts";
+import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import type { Expr, JoinNode, Source } from "./ast.ts";
 
 /** Options of {@link parseQuery}. */
@@ -16,9 +17,29 @@ export interface ParseOptions {
   pointer?: string;
   /**
    * The request's role. Never used to refuse a query (PostgreSQL decides); it narrows "did you
-   * mean" suggestions and the cast targets (types in schemas it has no USAGE on are unknown).
+   * mean" suggestions (left to the caller: see SuggestingError) and the cast targets (types in
+   * schemas it has no USAGE on are unknown, and so are row types of relations it may not SELECT).
    */
   role?: string;
+  /**
+   * With `role`: the relations (OIDs) whose row types the role may cast to, as PostgreSQL
+   * answered for this request. Absent: a row-type cast makes parseQuery throw
+   * {@link NeedRowTypes} naming the relations to ask about (then parse again with them).
+   */
+  rowTypes?: ReadonlySet<number>;
+}
+
+/**
+ * Thrown by parseQuery when a request with a role casts to row types and `rowTypes` was not
+ * given: the caller asks PostgreSQL which of `relations` the role may SELECT and parses again.
+ * (Parsing on instead would let later errors tell a hidden row type from an unknown type.)
+ */
+export class NeedRowTypes extends Error {
+  override name = "NeedRowTypes";
+  /** `relations`: the OIDs of the relations whose row types the request casts to. */
+  constructor(readonly relations: number[]) {
+    super("row-type casts need the role's privileges");
+  }
 }
 
 /** Escapes one JSON pointer segment (RFC 6901). */
@@ -26,9 +47,17 @@ export function ptr(base: string, key: string | number): string {
   return `${base}/${String(key).replaceAll("~", "~0").replaceAll("/", "~1")}`;
 }
 
-/** A QUERY_UNKNOWN_COLUMN error pointing at a node. */
-export function unknownColumn(pointer: string, message: string): SvcError {
-  return new SvcError("QUERY_UNKNOWN_COLUMN", message, { details: { pointer } });
+/**
+ * A QUERY_UNKNOWN_COLUMN error pointing at a node, for `name` among `candidates`; the message is
+ * `unknown column '<name>'` and its hint unless `render` builds another.
+ */
+export function unknownColumn(
+  pointer: string,
+  name: string,
+  candidates: Iterable<Candidate>,
+  render: (hint: string) => string = (hint) => `unknown column '${name}'${hint}`,
+): SvcError {
+  return new SuggestingError("QUERY_UNKNOWN_COLUMN", name, candidates, render, { pointer });
 }
 
 /** Whether `v` is a plain JSON object. */
@@ -44,6 +73,8 @@ export interface Ctx {
   next: number;
   /** The composite field (Column) behind each field expression, for nested `.` access. */
   fieldColumns: WeakMap<Expr, Column>;
+  /** Relations whose row types were cast to while `opts.rowTypes` was unknown. */
+  pendingRowTypes: Set<number>;
 }
 
 /** What bare names and `.`/`agg` references resolve against. */
@@ -52,6 +83,8 @@ export interface Scope {
   alias: string;
   /** The name the caller used for the relation (`alias` or relation name). */
   name: string;
+  /** Where the columns come from (for "did you mean" hints); absent: no columns yet. */
+  source?: Source;
   columns: Map<string, Column>;
   computed: Map<string, ComputedField>;
   /** Outgoing/incoming joins by key. */

@@ -4,7 +4,7 @@
 import { invalid, SvcError } from "../errors.ts";
 import type { Expr, JoinNode, OrderTerm, SelectItem } from "./ast.ts";
 import { parseExpr, resolveName } from "./expr.ts";
-import { didYouMean } from "../util/suggest.ts";
+import { scopeCandidates } from "./visible.ts";
 import { type Ctx, isObject, ptr, type Scope, unknownColumn } from "./parse_common.ts";
 
 /** Parses an order_by array. */
@@ -139,10 +139,7 @@ function objectItem(
     const col = e[1];
     if (typeof col !== "string") throw invalid(ptr(pointer, 1), "set takes a column name");
     const column = scope.columns.get(col);
-    if (!column) {
-      const hint = didYouMean(col, scope.columns.keys());
-      throw unknownColumn(ptr(pointer, 1), `unknown column '${col}'${hint}`);
-    }
+    if (!column) throw unknownColumn(ptr(pointer, 1), col, scopeCandidates(scope));
     return {
       name,
       value: { kind: "expr", expr: { kind: "column", scope: scope.alias, column } },

@@ -9,6 +9,7 @@
  */
 import { ident } from "../db/schema.ts";
 import { SvcError } from "../errors.ts";
+import { paramsError, WIRE_MAX_PARAMS } from "../db/params.ts";
 import type {
   CompiledRead,
   CompileOptions,
@@ -22,8 +23,6 @@ import type {
 } from "./ast.ts";
 import { argumentOf, sourceColumns } from "./parse.ts";
 
-/** The wire protocol's limit on bind parameters per statement. */
-const MAX_PARAMS = 65535;
 /** json_build_object takes at most 100 arguments; wider objects use json_object_agg. */
 const MAX_BUILD_PAIRS = 50;
 
@@ -131,10 +130,10 @@ class Compiler {
   }
 
   statement(sql: string): Statement {
-    if (this.params.length > MAX_PARAMS) {
-      throw new SvcError("QUERY_INVALID", "query too large (too many values)", {
-        details: { pointer: "" },
-      });
+    // The hard limit here, before the statement goes anywhere; pg.query.max_params is checked
+    // where every statement is sent (src/db/pool.ts).
+    if (this.params.length > WIRE_MAX_PARAMS) {
+      throw paramsError(this.params.length, WIRE_MAX_PARAMS)!;
     }
     return { sql, params: this.params };
   }

@@ -3,6 +3,7 @@
  * type, default and a one-line description. The loader, the README test and `--help` all read it.
  */
 import { z } from "zod";
+import { DEFAULT_MAX_PARAMS } from "../db/params.ts";
 
 /** Value kinds a key may hold; strings from env and flags are coerced to them. */
 export type KeyKind = "string" | "int" | "number" | "bool" | "list" | "yn" | { enum: string[] };
@@ -91,6 +92,13 @@ export const KEYS: KeySpec[] = [
       "Seconds a new database connection may take; during an outage requests answer 503 PG_UNAVAILABLE within it.",
   },
   {
+    key: "pg.lease_grace",
+    kind: "number",
+    default: 5,
+    doc:
+      "Seconds past pg.query.statement_timeout a pooled connection may stay leased without progress before svc closes and replaces it (503 PG_UNAVAILABLE); no limit when that timeout is 0.",
+  },
+  {
     key: "pg.query.anonymous_role",
     kind: "string",
     default: "~anonymous",
@@ -145,6 +153,13 @@ export const KEYS: KeySpec[] = [
     kind: "int",
     default: 50,
     doc: "Most joins one query tree may hold, at every depth (400 QUERY_INVALID beyond).",
+  },
+  {
+    key: "pg.query.max_params",
+    kind: "int",
+    default: DEFAULT_MAX_PARAMS,
+    doc:
+      "Most bind parameters (request values) one statement may carry, 100 to 65533 (the protocol's and driver's limit); 400 QUERY_INVALID beyond, before anything is sent.",
   },
   {
     key: "pg.query.max_row_size",
@@ -309,13 +324,20 @@ export const KEYS: KeySpec[] = [
   {
     key: "http.metrics.enable",
     kind: "bool",
-    default: true,
-    doc: "Serve Prometheus metrics at /svc/metrics.",
+    default: "dev",
+    doc: "Serve Prometheus metrics at /svc/metrics on the main listener (default: dev).",
   },
   {
     key: "http.metrics.port",
     kind: "int",
-    doc: "Serve /svc/metrics on this port of http.host instead of the main listener.",
+    doc:
+      "Serve /svc/metrics on a listener of its own on this port of http.metrics.host (whatever http.metrics.enable says); the main listener then does not.",
+  },
+  {
+    key: "http.metrics.host",
+    kind: "string",
+    default: "127.0.0.1",
+    doc: "Address the http.metrics.port listener binds.",
   },
   {
     key: "http.playground.enable",
@@ -442,7 +464,8 @@ export const KEYS: KeySpec[] = [
     key: "saml.<name>.force_signed_requests",
     kind: "bool",
     default: true,
-    doc: "Sign outgoing AuthnRequests.",
+    doc:
+      "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
   },
   {
     key: "saml.<name>.public_host",

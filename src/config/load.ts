@@ -8,6 +8,7 @@ import { loadYaml, parseYaml } from "./yaml.ts";
 import { parse as parseHuml } from "./huml.ts";
 import { isConfigEnv } from "./env.ts";
 import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
+import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/params.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {
@@ -62,6 +63,7 @@ export interface Config {
     pool_size: number;
     pool_timeout: number;
     connect_timeout: number;
+    lease_grace: number;
     query: {
       anonymous_role: string;
       max_depth: number;
@@ -74,6 +76,7 @@ export interface Config {
       statement_timeout: number;
       max_row_size: number;
       max_joins: number;
+      max_params: number;
     };
   };
   blacklist: {
@@ -106,7 +109,7 @@ export interface Config {
       max_age: number;
     };
     csp: Record<string, string | undefined>;
-    metrics: { enable: boolean; port?: number };
+    metrics: { enable: boolean; port?: number; host: string };
     playground: { enable: boolean };
   };
   route: Record<string, Record<string, RouteConfig>>;
@@ -365,6 +368,17 @@ function build(flat: Flat): Config {
         throw new ConfigError(`route.${schema}.${fn}.path: the path /svc is reserved`);
       }
     }
+  }
+  const maxParams = cfg.pg.query.max_params;
+  if (!(maxParams >= MIN_MAX_PARAMS && maxParams <= WIRE_MAX_PARAMS)) {
+    throw new ConfigError(
+      `invalid value for "pg.query.max_params": expected ${MIN_MAX_PARAMS} to ${WIRE_MAX_PARAMS}, got ${maxParams}`,
+    );
+  }
+  if (!(cfg.pg.lease_grace >= 0)) {
+    throw new ConfigError(
+      `invalid value for "pg.lease_grace": expected seconds (0 or more), got ${cfg.pg.lease_grace}`,
+    );
   }
   for (const [name, o] of Object.entries(cfg.openid)) {
     if (!o.issuer) throw new ConfigError(`openid.${name}.issuer is required`);

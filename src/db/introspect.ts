@@ -4,6 +4,7 @@
  */
 import postgres from "postgres";
 import type {
+  CastTarget,
   Column,
   CompositeType,
   ComputedField,
@@ -69,8 +70,12 @@ where p.prokind = 'f' and ${SYSTEM}`;
 const Q_TYPES = `
 select t.oid::int8 as oid, n.nspname as schema, t.typname as name, t.typtype as typtype,
   t.typrelid::int8 as relid, format_type(t.oid, null) as formatted,
-  exists(select 1 from pg_type b where b.oid = case when t.typtype = 'd' then t.typbasetype else t.oid end
-    and b.typnamespace = 'pg_catalog'::regnamespace and (b.typname like 'reg%' or b.typname = 'oid')) as probe,
+  case when t.typtype = 'd' then
+      (select case when b.typcategory = 'A' then b.typelem else b.oid end from pg_type b
+       where b.oid = t.typbasetype)
+    when t.typtype in ('r', 'm') then
+      (select r.rngsubtype from pg_range r where r.rngtypid = t.oid or r.rngmultitypid = t.oid)
+  end::int8 as base,
   case when t.typtype = 'e' then array(select e.enumlabel::text from pg_enum e where e.enumtypid = t.oid order by e.enumsortorder) end as labels
 from pg_type t join pg_namespace n on n.oid = t.typnamespace
 where t.typtype in ('b','c','d','e','r','m') and t.typname not like '\\_%' and t.typisdefined
@@ -285,13 +290,16 @@ export function buildSchema(
   const composites = new Map<number, CompositeType>();
   const enums: EnumType[] = [];
   const typeNames = new Set<string>();
-  const castTargets = new Map<string, { schema: string; sql: string }>();
+  const castTargets = new Map<string, CastTarget>();
+  const typeByOid = new Map(rows.types.map((t) => [Number(t.oid), t]));
   for (const t of rows.types) {
-    if (castable(t, byOid, relations)) {
+    const c = castable(t, typeByOid, byOid, relations, 0);
+    if (c !== null) {
       const ns = t.schema as string;
-      const target = ns === "pg_catalog"
+      const target: CastTarget = ns === "pg_catalog"
         ? { schema: ns, sql: t.formatted as string }
         : { schema: ns, sql: `${ident(ns)}.${ident(t.name as string)}` };
+      if (c.relation !== undefined) target.relation = c.relation;
       for (const key of [t.formatted as string, t.name as string, `${ns}.${t.name}`]) {
         if (!castTargets.has(key) || ns === "pg_catalog") castTargets.set(key, target);
       }
@@ -393,6 +401,7 @@ export function buildSchema(
         const cf: ComputedField = {
           name: fn.name,
           schema: fn.schema,
+          oid: fn.oid,
           type: fn.returns.type,
           set: fn.returns.set,
         };
@@ -452,15 +461,91 @@ export function buildSchema(
 }
 
 /**
- * Whether a type may be a cast target (casts must not probe the catalogs): a base type, domain,
- * enum or range that is not an object identifier (`oid`, `reg*`, or a domain over one), the row
- * type of a relation that survived the blacklist, or a standalone composite type outside
- * pg_catalog.
+ * The pg_catalog base types a cast may target: the ones that carry data for a client. Everything
+ * else there is refused like an unknown type: object identifiers (`oid`, `reg*`, which look names
+ * up), `aclitem` (looks roles up), transaction and tuple ids, catalog-internal types
+ * (`pg_node_tree`, `pg_ndistinct`, `pg_dependencies`, `pg_mcv_list`, BRIN summaries, `"char"`,
+ * `int2vector`, `oidvector`), snapshots, `refcursor`, and any type a later PostgreSQL adds.
+ * Pseudo-types (`anyelement`, `cstring`, `internal`, `record` …) are never introspected.
  */
-function castable(t: Row, byOid: Map<number, Relation>, relations: Map<string, Relation>): boolean {
-  if (t.probe === true) return false;
-  if (t.typtype !== "c") return true;
-  const rel = byOid.get(Number(t.relid));
-  if (rel) return relations.has(qualified(rel.schema, rel.name));
-  return t.schema !== "pg_catalog";
+const CATALOG_DATA_TYPES = new Set([
+  "bool",
+  "bytea",
+  "name",
+  "int2",
+  "int4",
+  "int8",
+  "float4",
+  "float8",
+  "numeric",
+  "money",
+  "text",
+  "varchar",
+  "bpchar",
+  "json",
+  "jsonb",
+  "jsonpath",
+  "xml",
+  "uuid",
+  "date",
+  "time",
+  "timetz",
+  "timestamp",
+  "timestamptz",
+  "interval",
+  "bit",
+  "varbit",
+  "point",
+  "lseg",
+  "path",
+  "box",
+  "polygon",
+  "line",
+  "circle",
+  "inet",
+  "cidr",
+  "macaddr",
+  "macaddr8",
+  "pg_lsn",
+  "tsvector",
+  "tsquery",
+]);
+
+/**
+ * Whether a type may be a cast target (casts must not probe the catalogs nor describe what the
+ * role cannot read), and the relation whose row type it is (SELECT on it is asked per request).
+ * Allowed: the pg_catalog data types above and ranges over them; in other schemas base types,
+ * enums, standalone composite types, ranges and domains over allowed types, and the row type of
+ * a relation that survived the blacklist. Null: refused.
+ */
+function castable(
+  t: Row,
+  types: Map<number, Row>,
+  byOid: Map<number, Relation>,
+  relations: Map<string, Relation>,
+  depth: number,
+): { relation?: number } | null {
+  if (depth > 8) return null;
+  const catalog = t.schema === "pg_catalog";
+  const base = () => {
+    const b = t.base == null ? undefined : types.get(Number(t.base));
+    return b ? castable(b, types, byOid, relations, depth + 1) : null;
+  };
+  switch (t.typtype) {
+    case "b":
+      return !catalog || CATALOG_DATA_TYPES.has(t.name as string) ? {} : null;
+    case "e":
+      return catalog ? null : {};
+    case "d":
+      return catalog ? null : base();
+    case "r":
+    case "m":
+      return base();
+    case "c": {
+      const rel = byOid.get(Number(t.relid));
+      if (rel) return relations.has(qualified(rel.schema, rel.name)) ? { relation: rel.oid } : null;
+      return catalog ? null : {};
+    }
+  }
+  return null;
 }

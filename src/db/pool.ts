@@ -6,10 +6,14 @@
  * own statement because privileges are checked per statement. postgres.js queries are lazy (sent
  * when first awaited), so every pipelined query is started with `.execute()` in protocol order.
  */
+import net from "node:net";
 import postgres from "postgres";
 import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../errors.ts";
 import { deadline } from "../util/deadline.ts";
+import { log } from "../log.ts";
+import { metrics } from "../metrics.ts";
+import { paramsError, WIRE_MAX_PARAMS } from "./params.ts";
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */
 function roleError(e: unknown): unknown {
@@ -67,21 +71,28 @@ const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claim
 /**
  * Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. The listener is removed
  * once the query settles, so a long request's signal does not keep every finished query (and its
- * rows) alive. Starts the query (postgres.js queries are lazy): call it in protocol order.
+ * rows) alive. `settled` runs when the query settles (the lease's progress). Starts the query
+ * (postgres.js queries are lazy): call it in protocol order.
  */
 function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
   q: Q,
   signal?: AbortSignal,
+  settled?: () => void,
 ): Q {
   if (signal) {
     if (signal.aborted) q.cancel();
     else {
       const onAbort = () => q.cancel();
       signal.addEventListener("abort", onAbort, { once: true });
-      const off = () => signal.removeEventListener("abort", onAbort);
+      const off = () => {
+        signal.removeEventListener("abort", onAbort);
+        settled?.();
+      };
       q.then(off, off);
+      return q;
     }
   }
+  if (settled) q.then(settled, settled);
   return q;
 }
 
@@ -101,6 +112,11 @@ export interface PoolStats {
   size: number;
   in_use: number;
   waiting: number;
+  /**
+   * Connections leased for longer than `pg.query.statement_timeout` without progress (see
+   * {@link Database}); when every connection is, the process is not ready.
+   */
+  overdue: number;
 }
 
 /** Pool limits (DECISIONS.md §8). */
@@ -113,7 +129,17 @@ export interface PoolOptions {
   connectTimeout?: number;
   /** Milliseconds a request's statements may run (`pg.query.statement_timeout`, 0: no limit). */
   statementTimeout?: number;
+  /**
+   * Seconds past the statement timeout a lease may go without progress before its connection is
+   * closed and replaced (`pg.lease_grace`, default {@link DEFAULT_LEASE_GRACE}).
+   */
+  leaseGrace?: number;
+  /** Most bind parameters one statement may carry (`pg.query.max_params`; default: the hard limit). */
+  maxParams?: number;
 }
+
+/** Default of `pg.lease_grace`, in seconds. */
+export const DEFAULT_LEASE_GRACE = 5;
 
 /** A reserved connection and the way to give it back. */
 interface Lease {
@@ -121,14 +147,33 @@ interface Lease {
   /**
    * Gives the connection back. `ok`: the request ended its transaction normally, so the
    * reservation may be kept for the next request; otherwise it is released (the next request
-   * reserves afresh, as after any failure).
+   * reserves afresh, as after any failure). A no-op once the lease deadline closed it.
    */
   release(ok?: boolean): void;
+  /**
+   * Records progress (a statement answered, a streamed batch taken by the client): the lease
+   * deadline runs from the last progress.
+   */
+  touch(): void;
+}
+
+/** The lease a slot is under, as the lease deadline sees it. */
+interface Holder {
+  /** `performance.now()` of the lease or of its last progress. */
+  activeAt: number;
+  /** Set when the lease deadline closed the connection; the lease's release is then a no-op. */
+  killed: boolean;
+  /** The request's `X-Request-Id` (for the log line). */
+  requestId?: string;
 }
 
 /** One single-connection client of the pool and svc's reservation of its connection. */
 interface Slot {
   client: postgres.Sql;
+  /** The client's open sockets (its connection, a cancel request in flight), to destroy them. */
+  sockets: Set<net.Socket>;
+  /** The lease the slot is under (null: free, or reserving for a request not yet granted). */
+  holder: Holder | null;
   /**
    * The client's connection, still reserved from an earlier request (null: the next request
    * reserves it). Dropped when the connection closes, when a request fails, and after
@@ -160,53 +205,171 @@ export const MAX_STATEMENTS = 1000;
  * and a client whose connection died reconnects on its next use instead of being handed out dead.
  * A client's reservation outlives a successful request while the client stays busy (see
  * {@link Slot.held}); svc's own queue still hands it to one request at a time.
+ *
+ * Lease deadline: whatever the cause (a statement that never started, a network that stopped
+ * answering, a client that stopped reading a streamed answer), no lease outlives
+ * `statementTimeout` + `leaseGrace` without progress. Progress is a statement of the request
+ * answered (PostgreSQL's statement timeout also runs per statement) or a streamed batch taken by
+ * the client. Past it the connection's socket is destroyed (never handed out again), the slot gets
+ * a fresh client, the request fails (503 PG_UNAVAILABLE), and the event is logged and counted
+ * (`svc_pg_leases_killed_total`). A lease past `statementTimeout` alone is "overdue"
+ * ({@link PoolStats.overdue}). With a statement timeout of 0 (statements may run for ever) there is
+ * no deadline.
  */
 export class Database {
+  readonly #uri: string;
   readonly #slots: Slot[];
   readonly #free: Slot[];
   readonly #waiters: ((slot: Slot) => void)[] = [];
   readonly #poolTimeoutMs: number;
   readonly #connectTimeoutMs: number;
+  /** Milliseconds a lease may go without progress; 0: no deadline. */
+  readonly #leaseDeadlineMs: number;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #watchdog: ReturnType<typeof setInterval> | undefined;
   #closing = false;
+  /** Set while {@link close} waits for every client to come back to the free list. */
+  #allFree: (() => void) | null = null;
   /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
   readonly statementTimeout: number;
+  /** Most bind parameters one statement may carry (`pg.query.max_params`). */
+  readonly maxParams: number;
 
   /** Opens a lazy pool (`opts` or just its size); nothing connects before the first request. */
   constructor(uri: string, opts: PoolOptions | number) {
     const o = typeof opts === "number" ? { size: opts } : opts;
+    this.#uri = uri;
     this.#poolTimeoutMs = (o.poolTimeout ?? 5) * 1000;
     this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
     this.statementTimeout = o.statementTimeout ?? 0;
+    this.maxParams = Math.min(o.maxParams ?? WIRE_MAX_PARAMS, WIRE_MAX_PARAMS);
+    this.#leaseDeadlineMs = this.statementTimeout > 0
+      ? this.statementTimeout + (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000
+      : 0;
     this.#slots = Array.from({ length: Math.max(1, o.size) }, () => {
-      const slot: Slot = { client: null!, held: null, freeAt: 0 };
-      slot.client = postgres(uri, {
-        max: 1,
-        prepare: true,
-        // At most this many named prepared statements per connection (patches/postgres@3.4.9):
-        // each stays cached in svc and in the server session until the connection closes.
-        ...{ max_statements: MAX_STATEMENTS },
-        onnotice: () => {},
-        // A closed connection ends its reservation (postgres.js fails the stale one's queries).
-        onclose: () => (slot.held = null),
-        connection: { application_name: "svc" },
-        idle_timeout: 60,
-        connect_timeout: o.connectTimeout ?? 5,
-        // Reconnect at once when the database is back (the default backs off up to 20 s).
-        backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
-      });
+      const slot: Slot = {
+        client: null!,
+        sockets: new Set(),
+        holder: null,
+        held: null,
+        freeAt: 0,
+      };
+      this.#open(slot);
       return slot;
     });
     this.#free = [...this.#slots];
   }
 
+  /**
+   * Gives `slot` a new single-connection client. Its sockets are made here (postgres.js's `socket`
+   * option, connected as postgres.js itself would) so that the lease deadline can destroy them.
+   */
+  #open(slot: Slot): void {
+    const sockets = new Set<net.Socket>();
+    let next = 0;
+    const socket = (o: { host: string[]; port: number[]; path?: string | false }) => {
+      const s = new net.Socket();
+      sockets.add(s);
+      s.once("close", () => sockets.delete(s));
+      if (o.path) s.connect(o.path);
+      else {
+        const i = next;
+        next = (next + 1) % o.port.length;
+        s.connect(o.port[i], o.host[i]);
+        Object.assign(s, { host: o.host[i], port: o.port[i] }); // for postgres.js's messages
+      }
+      return s;
+    };
+    const client: postgres.Sql = postgres(this.#uri, {
+      max: 1,
+      prepare: true,
+      // At most this many named prepared statements per connection (patches/postgres@3.4.9):
+      // each stays cached in svc and in the server session until the connection closes.
+      ...{ max_statements: MAX_STATEMENTS, socket },
+      onnotice: () => {},
+      // A closed connection ends its reservation (postgres.js fails the stale one's queries);
+      // a client the lease deadline replaced no longer speaks for the slot.
+      onclose: () => {
+        if (slot.client === client) slot.held = null;
+      },
+      connection: { application_name: "svc" },
+      idle_timeout: 60,
+      connect_timeout: this.#connectTimeoutMs / 1000,
+      // Reconnect at once when the database is back (the default backs off up to 20 s).
+      backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
+    });
+    slot.client = client;
+    slot.sockets = sockets;
+  }
+
   /** Pool figures for health and metrics. */
   stats(): PoolStats {
+    let overdue = 0;
+    if (this.#leaseDeadlineMs > 0) {
+      const since = performance.now() - this.statementTimeout;
+      for (const slot of this.#slots) if (slot.holder && slot.holder.activeAt < since) overdue++;
+    }
     return {
       size: this.#slots.length,
       in_use: this.#slots.length - this.#free.length,
       waiting: this.#waiters.length,
+      overdue,
     };
+  }
+
+  /** The 400 QUERY_INVALID for a statement with more bind parameters than allowed, or null. */
+  paramsError(params: readonly unknown[]): SvcError | null {
+    return params.length > this.maxParams ? paramsError(params.length, this.maxParams) : null;
+  }
+
+  /** Starts the lease deadline's sweep (it stops itself once no slot is leased). */
+  #watch(): void {
+    if (this.#watchdog !== undefined || this.#leaseDeadlineMs === 0 || this.#closing) return;
+    const every = Math.min(1000, Math.max(50, this.#leaseDeadlineMs / 10));
+    this.#watchdog = setInterval(() => this.#sweep(), every);
+    Deno.unrefTimer(this.#watchdog);
+  }
+
+  /** Closes the connections of leases past the deadline. */
+  #sweep(): void {
+    const now = performance.now();
+    let leased = 0;
+    for (const slot of this.#slots) {
+      const holder = slot.holder;
+      if (!holder) continue;
+      if (now - holder.activeAt > this.#leaseDeadlineMs) this.#kill(slot, holder, now);
+      else leased++;
+    }
+    if (leased === 0) {
+      clearInterval(this.#watchdog);
+      this.#watchdog = undefined;
+    }
+  }
+
+  /**
+   * Ends a lease past the deadline: destroys its connection's sockets (postgres.js fails the
+   * request's queries), gives the slot a fresh client and hands it to the next request.
+   */
+  #kill(slot: Slot, holder: Holder, now: number): void {
+    holder.killed = true;
+    slot.holder = null;
+    metrics.leasesKilled.inc();
+    log.error(
+      "pooled connection leased for {ms} ms without progress (pg.query.statement_timeout " +
+        "{timeout} ms + pg.lease_grace): closing it and opening a fresh one",
+      {
+        ms: Math.round(now - holder.activeAt),
+        timeout: this.statementTimeout,
+        request_id: holder.requestId,
+      },
+    );
+    const old = slot.client;
+    const sockets = slot.sockets;
+    slot.held = null;
+    this.#open(slot);
+    for (const s of sockets) s.destroy();
+    old.end({ timeout: 0 }).catch(() => {});
+    this.#give(slot);
   }
 
   /** Takes a free client, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). */
@@ -245,6 +408,7 @@ export class Database {
     const next = this.#waiters.shift();
     if (next) return next(slot);
     this.#free.push(slot);
+    if (this.#free.length === this.#slots.length) this.#allFree?.();
     if (slot.held) {
       slot.freeAt = performance.now();
       if (this.#idleTimer === undefined) this.#scheduleIdle(HOLD_IDLE_MS);
@@ -276,13 +440,19 @@ export class Database {
   }
 
   /** A lease of a slot whose connection is reserved as `conn`. */
-  #lease(slot: Slot, conn: postgres.ReservedSql): Lease {
+  #lease(slot: Slot, conn: postgres.ReservedSql, requestId?: string): Lease {
+    const holder: Holder = { activeAt: performance.now(), killed: false, requestId };
+    slot.holder = holder;
+    if (this.#watchdog === undefined) this.#watch();
     let released = false;
     return {
       conn,
+      touch: () => (holder.activeAt = performance.now()),
       release: (ok?: boolean) => {
         if (released) return;
         released = true;
+        if (holder.killed) return; // closed by the lease deadline; the slot is in use again
+        slot.holder = null;
         // Kept only while it is still this connection's reservation (a close clears `held`).
         if (ok && slot.held === conn && !this.#closing) return this.#give(slot);
         if (slot.held === conn) slot.held = null;
@@ -298,11 +468,11 @@ export class Database {
    * PG_UNAVAILABLE). A connection that arrives after its request gave up goes straight back.
    * A free client whose connection is still reserved is handed out at once.
    */
-  async acquire(signal?: AbortSignal): Promise<Lease> {
+  async acquire(signal?: AbortSignal, requestId?: string): Promise<Lease> {
     const free = this.#free.pop();
-    if (free?.held) return this.#lease(free, free.held);
+    if (free?.held) return this.#lease(free, free.held, requestId);
     const slot = free ?? await this.#take(signal);
-    if (slot.held) return this.#lease(slot, slot.held);
+    if (slot.held) return this.#lease(slot, slot.held, requestId);
     const client = slot.client;
     const reserving = client.reserve();
     const ms = this.#connectTimeoutMs;
@@ -320,7 +490,7 @@ export class Database {
         reserving.then(resolve, reject);
       });
       slot.held = conn;
-      return this.#lease(slot, conn);
+      return this.#lease(slot, conn, requestId);
     } catch (e) {
       // The client is free again only once its pending reservation settles (never two at once).
       reserving.then((c) => {
@@ -338,25 +508,32 @@ export class Database {
    * body's first statement; `commit` follows the body.
    */
   async transaction<T>(who: RequestRole, body: (tx: RequestTx) => Promise<T>): Promise<T> {
-    const lease = await this.acquire(who.signal);
+    const lease = await this.acquire(who.signal, who.requestId);
     const conn = lease.conn;
+    const touch = lease.touch;
     const sent: Promise<unknown>[] = [];
     const tx: RequestTx = {
       conn,
       send(sql) {
         const q = conn.unsafe(sql).execute();
-        q.catch(() => {}); // reported through `sent` below
+        q.then(touch, touch); // failures are reported through `sent` below
         sent.push(q);
       },
-      query: (sql, params, opts) =>
-        cancellable(
+      query: (sql, params, opts) => {
+        // Too many bind parameters: refused before the statement is sent.
+        const tooMany = this.paramsError(params);
+        if (tooMany) return Promise.reject(tooMany);
+        return cancellable(
           conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], {
             prepare: opts?.prepare ?? true,
           }),
           who.signal,
-        ) as unknown as Promise<Row[]>,
+          touch,
+        ) as unknown as Promise<Row[]>;
+      },
     };
     const started = prelude(conn, who, this.statementTimeout);
+    started.then(touch, touch);
     let ok = false;
     try {
       let result: T;
@@ -393,15 +570,23 @@ export class Database {
     statements: { sql: string; params: unknown[] }[],
     end: "commit" | "rollback" = "commit",
   ): Promise<Row[][]> {
-    const lease = await this.acquire(who.signal);
+    // Too many bind parameters: refused before a connection is taken.
+    for (const s of statements) {
+      const tooMany = this.paramsError(s.params);
+      if (tooMany) throw tooMany;
+    }
+    const lease = await this.acquire(who.signal, who.requestId);
     const conn = lease.conn;
+    const touch = lease.touch;
     let ok = false;
     try {
       const started = prelude(conn, who, this.statementTimeout);
+      started.then(touch, touch);
       const qs = statements.map((s) =>
         cancellable(
           conn.unsafe(s.sql, s.params as postgres.ParameterOrJSON<never>[], { prepare: true }),
           who.signal,
+          touch,
         ).execute()
       );
       const commit = conn.unsafe(end).execute();
@@ -433,9 +618,24 @@ export class Database {
     this.#closing = true;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
-    // A reserved connection would hold postgres.js's `end` until its timeout.
+    clearInterval(this.#watchdog);
+    this.#watchdog = undefined;
+    // A reserved connection holds postgres.js's `end` until its timeout, even when it is given
+    // back meanwhile: end only once every client is back (a read's commit sent after its answer,
+    // a streamed answer), within the same timeout.
     for (const slot of this.#free) this.#drop(slot);
-    await Promise.all(this.#slots.map((s) => s.client.end({ timeout })));
+    const t0 = performance.now();
+    if (this.#free.length < this.#slots.length) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        new Promise<void>((r) => (this.#allFree = r)),
+        new Promise((r) => (timer = setTimeout(r, timeout * 1000))),
+      ]);
+      clearTimeout(timer);
+      this.#allFree = null;
+    }
+    const left = Math.max(0, timeout - (performance.now() - t0) / 1000);
+    await Promise.all(this.#slots.map((s) => s.client.end({ timeout: left })));
   }
 }
 
@@ -519,16 +719,19 @@ async function smallRead(
     } catch (e) {
       failure = { error: e };
     }
+    lease.touch();
     try {
       await role;
     } catch (e) {
       failure ??= { error: roleError(e) };
     }
+    lease.touch();
     try {
       rows = await q as unknown as Uint8Array[][];
     } catch (e) {
       failure ??= { error: e };
     }
+    lease.touch();
     try {
       await commit;
     } catch (e) {
@@ -570,11 +773,15 @@ export async function readJson(
   opts: { small?: boolean; batch?: number } = {},
 ): Promise<Uint8Array | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
-  const lease = await db.acquire(who.signal);
+  // Too many bind parameters: refused before a connection is taken.
+  const tooMany = db.paramsError(params);
+  if (tooMany) throw tooMany;
+  const lease = await db.acquire(who.signal, who.requestId);
 
   const conn = lease.conn;
   if (opts.small) return await smallRead(db, lease, who, sql, params);
   const started = prelude(conn, who, db.statementTimeout);
+  started.then(lease.touch, lease.touch);
   const declare = cancellable(
     conn.unsafe(
       `declare svc_read no scroll cursor for ${sql}`,
@@ -584,10 +791,12 @@ export async function readJson(
       },
     ),
     who.signal,
+    lease.touch,
   ).execute();
   const first = cancellable(
     conn.unsafe(`fetch ${batch} from svc_read`, [], { prepare: true }).raw(),
     who.signal,
+    lease.touch,
   ).execute() as unknown as Promise<Uint8Array[][]>;
   let done = false;
   const finish = async (ok: boolean) => {
@@ -622,6 +831,9 @@ export async function readJson(
       const parts: Uint8Array[] = [];
       for (const r of more) parts.push(COMMA, r[0]);
       await writer.write(concat(parts));
+      // Progress: a batch came and the client took the earlier ones. A client that stops reading
+      // holds the lease only until the lease deadline (see Database).
+      lease.touch();
     }) as unknown as Promise<unknown> & { cancel(): unknown };
   cancellable(rest, who.signal).then(
     async () => {

@@ -46,6 +46,8 @@ export type RelationKind =
 export interface ComputedField {
   name: string;
   schema: string;
+  /** The function's OID. */
+  oid: number;
   type: string;
   set: boolean;
 }
@@ -123,6 +125,19 @@ export interface EnumType {
   labels: string[];
 }
 
+/** A type a cast may target. */
+export interface CastTarget {
+  /** The schema the type lives in. */
+  schema: string;
+  /** Its SQL spelling (schema-qualified and quoted outside pg_catalog). */
+  sql: string;
+  /**
+   * For a relation's row type (or a domain or range over one): the relation's OID. The type is a
+   * target only for a role that may SELECT the relation, asked of PostgreSQL per request.
+   */
+  relation?: number;
+}
+
 /** The introspected database, after the blacklist. */
 export interface Schema {
   relations: Map<string, Relation>;
@@ -133,11 +148,11 @@ export interface Schema {
   /** Every known type name usable in a cast (format_type text and plain names). */
   typeNames: Set<string>;
   /**
-   * Type names a cast may target (ordinary types and visible row types; never `oid`/`reg*`),
-   * each with the schema it lives in and its SQL spelling (schema-qualified outside
-   * pg_catalog). Absent: every name of typeNames.
+   * Type names a cast may target (the data types of pg_catalog, the types of other schemas and
+   * the row types of relations; never `oid`, `reg*`, `aclitem` or catalog-internal types).
+   * Absent: every name of typeNames.
    */
-  castTargets?: Map<string, { schema: string; sql: string }>;
+  castTargets?: Map<string, CastTarget>;
   /** Text search configuration names (plain and schema-qualified). */
   tsConfigs?: Set<string>;
   /**

@@ -25,6 +25,8 @@ interface PgLike {
   column_name?: string;
   constraint_name?: string;
   table_name?: string;
+  position?: string;
+  internal_position?: string;
 }
 
 const CONNECTION_CODES = new Set([
@@ -90,7 +92,10 @@ export function toSvcError(e: unknown, ctx: ErrorContext): SvcError {
 function convert(e: unknown, ctx: ErrorContext): SvcError {
   if (e instanceof SvcError) return e;
   if (isPgError(e)) {
-    const code = e.code!;
+    // A syntax error with no position in a statement is a value's: a type's input function
+    // (tsquery, jsonpath) rejecting it. It answers like any value that does not convert (22P02);
+    // a 42601 from a statement carries its position.
+    const code = e.code === "42601" && !e.position && !e.internal_position ? "22P02" : e.code!;
     const tooLarge = rowTooLarge(e);
     if (tooLarge !== null) {
       return new SvcError(

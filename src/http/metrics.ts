@@ -1,5 +1,6 @@
 /** The `/svc/metrics` response, and the optional separate metrics listener (`http.metrics.port`). */
 import { METRICS_CONTENT_TYPE, metricsText } from "../metrics.ts";
+import type { Config } from "../config/load.ts";
 
 /** The Prometheus text exposition (of this process, or from `text`) as a response. */
 export async function metricsResponse(
@@ -8,6 +9,19 @@ export async function metricsResponse(
   return new Response(await text(), {
     headers: { "content-type": METRICS_CONTENT_TYPE, "cache-control": "no-store" },
   });
+}
+
+/**
+ * Whether the main listener serves `/svc/metrics`: `http.metrics.enable` (default: dev only),
+ * unless `http.metrics.port` gives it a listener of its own.
+ */
+export function metricsOnMain(cfg: Config): boolean {
+  return cfg.http.metrics.enable && cfg.http.metrics.port === undefined;
+}
+
+/** Whether requests are counted: `/svc/metrics` is served on some listener. */
+export function metricsRecorded(cfg: Config): boolean {
+  return cfg.http.metrics.enable || cfg.http.metrics.port !== undefined;
 }
 
 /** Serves `/svc/metrics` alone on `hostname:port` (404 elsewhere). */

@@ -24,7 +24,7 @@ import type { Sso } from "../sso/mod.ts";
 import { type PathKind, pathKind, requestId } from "./access.ts";
 import { bindMetricSources, observeDbError, observeRequest } from "../metrics.ts";
 import { uncaughtErrors } from "../guard.ts";
-import { metricsResponse } from "./metrics.ts";
+import { metricsOnMain, metricsRecorded, metricsResponse } from "./metrics.ts";
 import { playgroundResponse } from "./playground.ts";
 import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
@@ -122,6 +122,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
       setCookie: session.setCookie,
     };
   };
+  const recording = metricsRecorded(cfg);
   /**
    * Adds the session cookie and the request id to a response (copying one whose headers are
    * immutable), counts it and writes the access line. Returns the response to send.
@@ -147,7 +148,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
       res.headers.set("x-request-id", t.rid);
     }
     const ms = performance.now() - t.t0;
-    if (cfg.http.metrics.enable) observeRequest(t.kind, res.status, ms / 1000);
+    if (recording) observeRequest(t.kind, res.status, ms / 1000);
     log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
       method: t.method,
       path: t.path,
@@ -239,12 +240,14 @@ export function createApp(deps: AppDeps): Hono<Env> {
   }
 
   // Health never waits for the request pool: live needs no database, ready asks through the
-  // probe's own connection within 1 s.
+  // probe's own connection within 1 s. A pool whose every connection is overdue (leased past the
+  // statement timeout without progress: wedged until the lease deadline closes them) is not ready.
   app.get("/svc/health/live", (c) => c.json({ status: "ok" }));
   const ready = async (c: Context<Env>) => {
-    const ok = runtime.state !== null && await deps.health.ready();
     const cluster = deps.cluster;
     const pool = cluster ? await cluster.poolStats() : db.stats();
+    const wedged = pool.overdue > 0 && pool.overdue >= pool.size;
+    const ok = runtime.state !== null && !wedged && await deps.health.ready();
     return c.json(
       {
         status: ok ? "ok" : "unavailable",
@@ -312,7 +315,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
     if (out.sessionCookieSet) c.set("setCookie", null);
     return out.response;
   });
-  if (cfg.http.metrics.enable && cfg.http.metrics.port === undefined) {
+  if (metricsOnMain(cfg)) {
     app.get("/svc/metrics", () => metricsResponse(deps.cluster?.metricsText));
   }
   if (cfg.http.playground.enable) {

@@ -14,6 +14,9 @@ import {
 import { SvcError } from "../errors.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
+import { NeedRowTypes } from "../compile/parse_common.ts";
+import { selectableRelations, usableCandidates } from "../db/privileges.ts";
+import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../compile/complex.ts";
 import { parseGetQuery } from "../compile/get.ts";
@@ -37,14 +40,59 @@ export interface SvcContext {
 interface Resolved {
   node: RelationNode;
   params?: Record<string, unknown>;
+  /** The query casts to row types, allowed by the role's privileges of this request: not cached. */
+  rowTyped?: boolean;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
+/**
+ * Resolves a query position (see {@link resolveQuery}); a query casting to row types is parsed
+ * again once PostgreSQL has said which of them the role may SELECT (inside `tx` when given).
+ */
+async function resolve(
+  ctx: SvcContext,
+  query: unknown,
+  pointer: string,
+  tx?: RequestTx,
+): Promise<Resolved> {
+  try {
+    return resolveQuery(ctx, query, pointer);
+  } catch (e) {
+    if (!(e instanceof NeedRowTypes)) throw e;
+    const rowTypes = tx
+      ? await selectableRelations(tx, e.relations)
+      : await ctx.db.transaction(ctx.who, (t) => selectableRelations(t, e.relations));
+    return { ...resolveQuery(ctx, query, pointer, rowTypes), rowTyped: true };
+  }
+}
+
+/**
+ * Completes the "did you mean" hint of an unknown-name error with what the request's role holds
+ * a privilege on (asked of PostgreSQL; when that fails, no hint naming a database object).
+ */
+async function settleHint(ctx: SvcContext, e: unknown): Promise<void> {
+  if (!(e instanceof SuggestingError) || e.settled) return;
+  const candidates = e.suggest.candidates;
+  let usable = new Set<Candidate>(candidates.filter((c) => c.need === undefined));
+  if (usable.size < candidates.length) {
+    try {
+      const ok = await ctx.db.transaction(ctx.who, (tx) => usableCandidates(tx, candidates));
+      usable = new Set(candidates.filter((c, i) => c.need === undefined || ok.has(i)));
+    } catch { /* no hint */ }
+  }
+  e.settle((c) => usable.has(c));
+}
+
 /** Resolves a query position: an ad-hoc Relation or `{wellknown, params}`. */
-function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolved {
+function resolveQuery(
+  ctx: SvcContext,
+  query: unknown,
+  pointer: string,
+  rowTypes?: ReadonlySet<number>,
+): Resolved {
   if (isObject(query) && "wellknown" in query) {
     const name = query.wellknown;
     if (typeof name !== "string") {
@@ -66,6 +114,7 @@ function resolveQuery(ctx: SvcContext, query: unknown, pointer: string): Resolve
     maxDepth: ctx.cfg.pg.query.max_depth,
     pointer,
     role: ctx.who.role,
+    rowTypes,
   });
   const max = ctx.cfg.pg.query.max_joins;
   if (countJoins(node) > max) {
@@ -180,7 +229,7 @@ async function plainRead(ctx: SvcContext, r: Resolved, cacheKey?: string): Promi
     ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
     small: isSmall(r.node),
   };
-  if (cacheKey !== undefined) readCache.set(cacheKey, stmt);
+  if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
   return jsonResponse(
     await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }),
   );
@@ -243,10 +292,11 @@ async function runOne(
       "rollback is disabled (pg.query.allow_rollback)",
     );
   }
-  const r = pre?.r ?? resolveQuery(
+  const r = pre?.r ?? await resolve(
     ctx,
     q.query,
     `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
+    tx,
   );
   const isWrite = q.data !== undefined;
   const want = wanted(ctx, q);
@@ -371,7 +421,7 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
     );
   }
   const want = wanted(ctx, q);
-  const r = resolveQuery(ctx, q.query, "/query");
+  const r = await resolve(ctx, q.query, "/query");
   const plan = planWrite(r.node, q.data, "/data", { readBack: q.returns !== "none" });
   const cte = want.plan ? null : compileCteWrite(plan);
   if (!cte) {
@@ -393,6 +443,15 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
 
 /** POST /svc. */
 export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
+  try {
+    return await post(ctx, req);
+  } catch (e) {
+    await settleHint(ctx, e);
+    throw e;
+  }
+}
+
+async function post(ctx: SvcContext, req: Request): Promise<Response> {
   requireJson(req);
   const text = await readBodyText(
     req,
@@ -413,7 +472,7 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
   if (parsed.kind === "single") {
     const q = parsed.query;
     if (!q.complex && q.data === undefined && !q.rollback) {
-      return plainRead(ctx, resolveQuery(ctx, q.query, ""), key);
+      return plainRead(ctx, await resolve(ctx, q.query, ""), key);
     }
     if (q.data !== undefined) {
       return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
@@ -442,6 +501,15 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
 
 /** GET /svc: the same read from the query string. */
 export async function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
+  try {
+    return await get(ctx, url);
+  } catch (e) {
+    await settleHint(ctx, e);
+    throw e;
+  }
+}
+
+async function get(ctx: SvcContext, url: URL): Promise<Response> {
   const key = url.search.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0G${url.search}` : undefined;
   const cached = key === undefined ? undefined : await cachedRead(ctx, key);
   if (cached) return cached;
@@ -452,5 +520,5 @@ export async function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
       resolveQuery(ctx, { wellknown: g.wellknown, params: g.params ?? {} }, ""),
     );
   }
-  return plainRead(ctx, resolveQuery(ctx, g.tree, ""));
+  return plainRead(ctx, await resolve(ctx, g.tree, ""));
 }

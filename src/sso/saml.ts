@@ -2,7 +2,8 @@
  * SAML 2.0 login with samlify as the protocol engine (AuthnRequest over HTTP-Redirect, schema
  * validation and signature checks of the Response over HTTP-POST, SP metadata) and svc's own
  * checks on top (src/sso/saml_verify.ts) plus a replay cache. IdP metadata is fetched at startup
- * and retried lazily; the SP certificate comes from src/sso/certs.ts.
+ * and retried lazily; the SP side (its certificate from src/sso/certs.ts, its metadata) depends on
+ * svc's configuration alone, so the SP metadata is served while the IdP is unreachable.
  */
 import * as samlify from "samlify";
 import * as xmllint from "@authenio/samlify-xmllint-wasm";
@@ -10,10 +11,12 @@ import type { Config, SamlConfig } from "../config/load.ts";
 import type { RequestRole } from "../db/pool.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { loadOrCreateSpKeys, type SpKeyPair } from "./certs.ts";
-import { entryBasics, Lazy, refuse } from "./common.ts";
+import { entryBasics, Lazy, reason, refuse } from "./common.ts";
 import { hasDtd, SamlInvalid, verifyResponse } from "./saml_verify.ts";
 import { claimOnce } from "../util/once.ts";
 import { decodeQuery, type StateCookies } from "./state.ts";
+import { SvcError } from "../errors.ts";
+import { log } from "../log.ts";
 
 samlify.setSchemaValidator(xmllint);
 
@@ -22,15 +25,24 @@ const POST = samlify.Constants.namespace.binding.post;
 /** Largest accepted ACS form body, bytes. */
 const MAX_FORM = 512 * 1024;
 
-interface Resolved {
+/** The SP side of an entry: svc's configuration and key pair alone, no IdP. */
+interface SpSide {
+  /** Parses Responses; its metadata is the SP metadata. */
   sp: samlify.ServiceProviderInstance;
-  idp: samlify.IdentityProviderInstance;
-  idpEntityId: string;
-  idpCertificates: string[];
+  keys: SpKeyPair;
   spEntityId: string;
   acsUrl: string;
   metadata: string;
   fn: string;
+}
+
+/** An entry resolved with its IdP's metadata. */
+interface Resolved extends SpSide {
+  idp: samlify.IdentityProviderInstance;
+  /** The SP and IdP entities AuthnRequests are made with (see {@link SamlEntry.login}). */
+  login: { sp: samlify.ServiceProviderInstance; idp: samlify.IdentityProviderInstance };
+  idpEntityId: string;
+  idpCertificates: string[];
 }
 
 /** Shared SP key pairs by (certificate list, key list), generated at most once per process. */
@@ -86,6 +98,7 @@ async function readForm(req: Request): Promise<URLSearchParams> {
 /** One `saml.<name>` entry. */
 export class SamlEntry {
   readonly lazy: Lazy<Resolved>;
+  #spSide: Promise<SpSide> | null = null;
 
   /** Creates the entry; call `lazy.start()` to resolve it. */
   constructor(
@@ -98,13 +111,49 @@ export class SamlEntry {
     this.lazy = new Lazy(`saml.${name}`, () => this.#resolve());
   }
 
-  async #resolve(): Promise<Resolved> {
+  /** The SP side, built once (again after a failure). */
+  #sp(): Promise<SpSide> {
+    const p = this.#spSide ??= this.#resolveSp();
+    p.catch(() => {
+      if (this.#spSide === p) this.#spSide = null;
+    });
+    return p;
+  }
+
+  async #resolveSp(): Promise<SpSide> {
     const { origin, fn } = entryBasics(this.cfg, this.entry);
-    if (!this.entry.idp_metadata_url) throw new Error("idp_metadata_url is not set");
     const keys = await spKeys(
       this.entry.certificate_path ?? this.cfg.saml.certificate_path ?? "",
       this.entry.private_key_path ?? this.cfg.saml.private_key_path ?? "",
     );
+    const base = `${origin}/auth/saml/${encodeURIComponent(this.name)}`;
+    const spEntityId = `${base}/metadata`;
+    const acsUrl = `${base}/acs`;
+    const sp = this.#serviceProvider(spEntityId, acsUrl, keys, this.entry.force_signed_requests);
+    return { sp, keys, spEntityId, acsUrl, metadata: sp.getMetadata(), fn };
+  }
+
+  #serviceProvider(
+    entityID: string,
+    acsUrl: string,
+    keys: SpKeyPair,
+    signed: boolean,
+  ): samlify.ServiceProviderInstance {
+    return samlify.ServiceProvider({
+      entityID,
+      authnRequestsSigned: signed,
+      wantAssertionsSigned: true,
+      signingCert: keys.certificate,
+      privateKey: keys.privateKey,
+      requestSignatureAlgorithm: samlify.Constants.algorithms.signature.RSA_SHA256,
+      assertionConsumerService: [{ Binding: POST, Location: acsUrl }],
+      clockDrifts: [-60_000, 60_000],
+    });
+  }
+
+  async #resolve(): Promise<Resolved> {
+    if (!this.entry.idp_metadata_url) throw new Error("idp_metadata_url is not set");
+    const side = await this.#sp();
     const idp = samlify.IdentityProvider({
       metadata: await fetchMetadata(this.entry.idp_metadata_url),
     });
@@ -114,34 +163,28 @@ export class SamlEntry {
     if (!idpEntityId || idpCertificates.length === 0) {
       throw new Error("IdP metadata lacks an entity ID or a signing certificate");
     }
-    if (!idp.entityMeta.getSingleSignOnService(REDIRECT)) {
+    const sso = idp.entityMeta.getSingleSignOnService("redirect");
+    if (typeof sso !== "string" || !sso) {
       throw new Error("IdP metadata has no HTTP-Redirect SingleSignOnService");
     }
-    const base = `${origin}/auth/saml/${encodeURIComponent(this.name)}`;
-    const spEntityId = `${base}/metadata`;
-    const acsUrl = `${base}/acs`;
-    const sp = samlify.ServiceProvider({
-      entityID: spEntityId,
-      // Signed when forced, or when the IdP's metadata asks for it.
-      authnRequestsSigned: this.entry.force_signed_requests ||
-        idp.entityMeta.isWantAuthnRequestsSigned(),
-      wantAssertionsSigned: true,
-      signingCert: keys.certificate,
-      privateKey: keys.privateKey,
-      requestSignatureAlgorithm: samlify.Constants.algorithms.signature.RSA_SHA256,
-      assertionConsumerService: [{ Binding: POST, Location: acsUrl }],
-      clockDrifts: [-60_000, 60_000],
-    });
-    return {
-      sp,
-      idp,
-      idpEntityId,
-      idpCertificates,
-      spEntityId,
-      acsUrl,
-      metadata: sp.getMetadata(),
-      fn,
+    // AuthnRequests are signed when forced or when the IdP's metadata asks for it. samlify refuses
+    // to make a request whose signing differs from the IdP's WantAuthnRequestsSigned
+    // (ERR_METADATA_CONFLICT_REQUEST_SIGNED_FLAG), but a signature the IdP did not ask for is
+    // harmless: requests are made with entities that agree on it (the IdP one carries nothing
+    // else a request uses but its SSO URL).
+    const wants = idp.entityMeta.isWantAuthnRequestsSigned();
+    const signed = this.entry.force_signed_requests || wants;
+    const login = {
+      sp: signed === this.entry.force_signed_requests
+        ? side.sp
+        : this.#serviceProvider(side.spEntityId, side.acsUrl, side.keys, signed),
+      idp: signed === wants ? idp : samlify.IdentityProvider({
+        entityID: idpEntityId,
+        wantAuthnRequestsSigned: signed,
+        singleSignOnService: [{ Binding: REDIRECT, Location: sso }],
+      }),
     };
+    return { ...side, idp, login, idpEntityId, idpCertificates };
   }
 
   /** `GET /auth/saml/<name>/login`: 303 to the IdP with a (signed) AuthnRequest. */
@@ -151,7 +194,11 @@ export class SamlEntry {
     let location: string, cookie: string;
     try {
       const relayState = search.toString();
-      const ctx = r.sp.createLoginRequest(r.idp, "redirect", relayState ? { relayState } : {});
+      const ctx = r.login.sp.createLoginRequest(
+        r.login.idp,
+        "redirect",
+        relayState ? { relayState } : {},
+      );
       location = ctx.context;
       cookie = await this.states.cookie({
         protocol: "saml",
@@ -168,10 +215,23 @@ export class SamlEntry {
     });
   }
 
-  /** `GET /auth/saml/<name>/metadata`: the SP metadata XML. */
+  /**
+   * `GET /auth/saml/<name>/metadata`: the SP metadata XML. It needs svc's configuration only, never
+   * the IdP (whose administrator needs it first); 503 SSO_NOT_READY when the SP side cannot be
+   * built (no public host or callback function, key pair unreadable), with the reason logged.
+   */
   async metadata(): Promise<Response> {
-    const r = await this.lazy.get();
-    return new Response(r.metadata, {
+    let side: SpSide;
+    try {
+      side = await this.#sp();
+    } catch (e) {
+      log.warn("sso {entry}: no SP metadata ({reason})", {
+        entry: `saml.${this.name}`,
+        reason: reason(e),
+      });
+      throw new SvcError("SSO_NOT_READY", `the SP side of saml.${this.name} is not ready`);
+    }
+    return new Response(side.metadata, {
       headers: { "content-type": "application/samlmetadata+xml; charset=utf-8" },
     });
   }

@@ -1,6 +1,8 @@
 /**
- * "Did you mean …": the closest name by edit distance, for error messages that teach.
+ * "Did you mean …": the closest name by edit distance, for error messages that teach. A hint
+ * names only what the request's role holds a privilege on (see {@link SuggestingError}).
  */
+import { type ErrorCode, SvcError } from "../errors.ts";
 
 /** Levenshtein distance between two strings (case-insensitive). */
 export function editDistance(a: string, b: string): number {
@@ -44,4 +46,78 @@ export function closest(name: string, candidates: Iterable<string>): string | nu
 export function didYouMean(name: string, candidates: Iterable<string>): string {
   const c = closest(name, candidates);
   return c === null ? "" : `; did you mean '${c}'?`;
+}
+
+/**
+ * What a role must hold for a name to be suggested to it, asked of PostgreSQL per request: any
+ * privilege on a relation (table or column level), any privilege on a column, or EXECUTE on one
+ * of some functions; always with USAGE on the schema.
+ */
+export type Need =
+  | { relation: number }
+  | { relation: number; column: string }
+  | { functions: number[] };
+
+/** A name a "did you mean" hint may offer; without `need` it is offered to anyone. */
+export interface Candidate {
+  name: string;
+  need?: Need;
+}
+
+/** Most candidates a hint considers (the closest ones), bounding the privilege question. */
+const MAX_RANKED = 32;
+
+/**
+ * The candidates close enough to `name` to be a plausible typo (as {@link closest}), closest
+ * first (ties in the given order), at most 32.
+ */
+export function ranked(name: string, candidates: Iterable<Candidate>): Candidate[] {
+  const limit = Math.max(2, Math.floor(name.length / 3));
+  const out: { c: Candidate; d: number; i: number }[] = [];
+  let i = 0;
+  for (const c of candidates) {
+    i++;
+    if (c.name === name) continue;
+    const d = editDistance(name, c.name);
+    if (d <= limit) out.push({ c, d, i });
+  }
+  out.sort((a, b) => a.d - b.d || a.i - b.i);
+  return out.slice(0, MAX_RANKED).map((x) => x.c);
+}
+
+/**
+ * An unknown-name error whose "did you mean" hint depends on what the request's role may use.
+ * Its message starts without a hint; {@link SuggestingError.settle} adds the closest candidate
+ * the role holds a privilege on, once that is known (the HTTP layer asks PostgreSQL; without a
+ * role, e.g. for a well-known query at load, every candidate counts).
+ */
+export class SuggestingError extends SvcError {
+  /** The unknown name, the names it may have meant, and the message for a hint ("" for none). */
+  readonly suggest: { name: string; candidates: Candidate[]; render: (hint: string) => string };
+  #settled = false;
+
+  /** `render(hint)` builds the message; `hint` is "" or `"; did you mean 'x'?"`. */
+  constructor(
+    code: ErrorCode,
+    name: string,
+    candidates: Iterable<Candidate>,
+    render: (hint: string) => string,
+    details: unknown,
+  ) {
+    super(code, render(""), { details });
+    this.suggest = { name, candidates: ranked(name, candidates), render };
+  }
+
+  /** Whether the hint was settled already. */
+  get settled(): boolean {
+    return this.#settled;
+  }
+
+  /** Sets the message with the closest candidate that `usable` accepts (once). */
+  settle(usable: (c: Candidate) => boolean): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    const c = this.suggest.candidates.find(usable);
+    this.message = this.suggest.render(c === undefined ? "" : `; did you mean '${c.name}'?`);
+  }
 }

@@ -236,9 +236,9 @@ export async function supervise(
     workers: count,
   });
   announceStart(cfg, port);
-  const metricsServer = cfg.http.metrics.enable && cfg.http.metrics.port !== undefined
+  const metricsServer = cfg.http.metrics.port !== undefined
     ? serveMetrics(
-      cfg.http.host,
+      cfg.http.metrics.host,
       cfg.http.metrics.port,
       async () => String((await collect("metrics"))[0]),
     )

@@ -116,12 +116,13 @@ export function runWorker(): void {
 
 /** Pool figures summed over workers. */
 export function sumPools(values: unknown[]): PoolStats {
-  const sum: PoolStats = { size: 0, in_use: 0, waiting: 0 };
+  const sum: PoolStats = { size: 0, in_use: 0, waiting: 0, overdue: 0 };
   for (const v of values as (PoolStats | null)[]) {
     if (!v) continue;
     sum.size += v.size;
     sum.in_use += v.in_use;
     sum.waiting += v.waiting;
+    sum.overdue += v.overdue ?? 0;
   }
   return sum;
 }

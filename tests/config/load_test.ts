@@ -62,12 +62,15 @@ Deno.test("defaults, and dev turns allow_* and typescript on unless set", () => 
   assert.equal(d.pg.query.anonymous_role, "~anonymous");
   assert.equal(d.pg.query.allow_count, false);
   assert.equal(d.http.typescript.enable, false);
+  assert.equal(d.http.metrics.enable, false);
+  assert.equal(d.http.metrics.host, "127.0.0.1");
   const dev = loadConfig({ args: ["--dev", "--pg.query.allow_sql=false"], env: {} });
   assert.equal(dev.dev, true);
   assert.equal(dev.pg.query.allow_count, true);
   assert.equal(dev.pg.query.allow_rollback, true);
   assert.equal(dev.pg.query.allow_sql, false);
   assert.equal(dev.http.typescript.enable, true);
+  assert.equal(dev.http.metrics.enable, true);
 });
 
 Deno.test("pg.uri with a granular field is a configuration error", () => {

@@ -21,7 +21,7 @@ const uri = await chinookDb(
   grant select on rid_view to "~anonymous";
 `,
 );
-const srv = await startServer(uri);
+const srv = await startServer(uri, ["--http.metrics.enable=true"]);
 
 // Capture the access log (the server configured logging at start; replace its sink).
 const records: LogRecord[] = [];
@@ -194,28 +194,72 @@ Deno.test("/svc/metrics after a mixed load counts exactly the requests sent", as
   assert.ok(after.has("svc_token_cache_hit_ratio"));
 });
 
-Deno.test("http.metrics.enable=false removes /svc/metrics; http.metrics.port moves it", async () => {
-  const off = await startServer(uri, ["--http.metrics.enable=false"]);
+/** A free TCP port (closed again at once). */
+function freePort(hostname = "127.0.0.1"): number {
+  const l = Deno.listen({ hostname, port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** GET `url`: its status and body, or null when nothing listens there. */
+async function tryGet(url: string): Promise<{ status: number; body: string } | null> {
+  try {
+    const r = await fetch(url);
+    return { status: r.status, body: await r.text() };
+  } catch (e) {
+    if (e instanceof TypeError && /refused/i.test(String(e.cause ?? e.message))) return null;
+    throw e;
+  }
+}
+
+Deno.test("/svc/metrics is off on the main listener by default (404 like an unknown path)", async () => {
+  const off = await startServer(uri);
   try {
     const res = await off.get("/svc/metrics");
     assert.equal(res.status, 404);
-    await res.body?.cancel();
+    assert.equal((await res.json()).code, "HTTP_NOT_FOUND");
   } finally {
     await off.stop();
   }
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  const moved = await startServer(uri, [`--http.metrics.port=${port}`]);
+});
+
+Deno.test("http.metrics.port moves /svc/metrics to its own listener on 127.0.0.1", async () => {
+  // The main listener on another loopback address: the metrics listener must not follow http.host.
+  const port = freePort();
+  const moved = await startServer(uri, [
+    "--http.host=127.0.0.2",
+    "--http.metrics.enable=true",
+    `--http.metrics.port=${port}`,
+  ]);
   try {
-    const main = await moved.get("/svc/metrics");
-    assert.equal(main.status, 404);
-    await main.body?.cancel();
-    const res = await fetch(`http://127.0.0.1:${port}/svc/metrics`);
-    assert.equal(res.status, 200);
-    assert.match(await res.text(), /svc_http_requests_total/);
+    const main = await tryGet(`http://127.0.0.2:${moved.server.port}/svc/metrics`);
+    assert.equal(main?.status, 404);
+    const res = await tryGet(`http://127.0.0.1:${port}/svc/metrics`);
+    assert.equal(res?.status, 200);
+    assert.match(res!.body, /svc_http_requests_total/);
+    assert.equal(await tryGet(`http://127.0.0.2:${port}/svc/metrics`), null);
   } finally {
     await moved.stop();
+  }
+});
+
+Deno.test("http.metrics.host binds the metrics listener elsewhere", async () => {
+  const port = freePort("127.0.0.3");
+  const srv = await startServer(uri, [
+    `--http.metrics.port=${port}`,
+    "--http.metrics.host=127.0.0.3",
+  ]);
+  try {
+    const res = await tryGet(`http://127.0.0.3:${port}/svc/metrics`);
+    assert.equal(res?.status, 200);
+    assert.match(res!.body, /svc_http_requests_total/);
+    assert.equal(await tryGet(`http://127.0.0.1:${port}/svc/metrics`), null);
+    const main = await srv.get("/svc/metrics");
+    assert.equal(main.status, 404);
+    await main.body?.cancel();
+  } finally {
+    await srv.stop();
   }
 });
 

@@ -48,6 +48,7 @@ async function server(): Promise<SvcProcess> {
   svc = await spawnSvc([
     `--pg.uri=${await chinookDb("surface_routes", FIXTURE)}`,
     "--logging.level=error",
+    "--http.metrics.enable=true",
     `--http.static.path=${staticDir}`,
     "--http.upload.dir=uploads",
     "--http.upload.max_size=20971520",

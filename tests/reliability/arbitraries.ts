@@ -76,11 +76,34 @@ const OPS = [
 ];
 const TYPES = ["int", "text", "numeric", "jsonb", "date", "text[]", "tsvector", "mood", "regclass"];
 
-/** Generators over one schema. */
+/** Type modifiers tried on cast targets: valid, out of range, malformed. */
+const MODIFIERS = ["(1)", "(5)", "(3,1)", "(0)", "(7)", "(1001)", "(5,6)", "(1,2,3)", "()", "(x)"];
+
+/**
+ * Cast targets: a few usual ones, every name in `catalogTypes` (e.g. every pg_catalog type from
+ * {@link catalogTypeNames}), and those with a modifier and/or `[]`.
+ */
+export function castTargets(catalogTypes: string[] = []): fc.Arbitrary<string> {
+  const name = fc.constantFrom(...TYPES, ...catalogTypes);
+  return fc.oneof(
+    { weight: 3, arbitrary: name },
+    {
+      weight: 2,
+      arbitrary: fc.tuple(name, fc.constantFrom(...MODIFIERS), fc.constantFrom("", "[]")).map((
+        [n, m, a],
+      ) => n + m + a),
+    },
+    { weight: 1, arbitrary: name.map((n) => `${n}[]`) },
+  );
+}
+
+/** Generators over one schema; casts draw from `catalogTypes` too. */
 export class Arbs {
   readonly rels: Relation[];
-  constructor(readonly schema: Schema) {
+  readonly #types: fc.Arbitrary<string>;
+  constructor(readonly schema: Schema, catalogTypes: string[] = []) {
     this.rels = [...schema.relations.values()].filter((r) => r.schema === "public");
+    this.#types = castTargets(catalogTypes);
   }
 
   #rel(name: string): Relation | undefined {
@@ -112,7 +135,7 @@ export class Arbs {
       { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...OPS), sub, sub).map((x) => x) },
       {
         weight: 1,
-        arbitrary: fc.tuple(sub, fc.constantFrom(...TYPES)).map(([a, t]) => ["cast", a, t]),
+        arbitrary: fc.tuple(sub, this.#types).map(([a, t]) => ["cast", a, t]),
       },
       {
         weight: 1,
@@ -250,6 +273,36 @@ export class Arbs {
       headers: { "content-type": "application/json", ...(user ? { cookie: userCookie } : {}) },
       body: JSON.stringify(b),
     }));
+  }
+
+  /**
+   * A cast of a column, a string or null to any cast target (every pg_catalog type, with
+   * modifiers and `[]`), in a select or a comparison, anonymous or as app_user.
+   */
+  cast(userCookie: string): fc.Arbitrary<Req> {
+    const value = (cols: string[]) =>
+      fc.oneof(
+        fc.constantFrom(...cols),
+        hostileString.map((s) => [s]),
+        fc.constantFrom(["1"], ["{1,2}"], ["(1,x)"], ["2020-01-01"], ["a & b"], ["$.a"], null),
+      );
+    return fc.constantFrom(...this.rels).chain((r) => {
+      const cols = r.columns.map((c) => c.name);
+      return fc.tuple(value(cols), this.#types, fc.boolean(), fc.boolean()).map((
+        [v, t, inWhere, user],
+      ) => ({
+        method: "POST",
+        path: "/svc",
+        headers: { "content-type": "application/json", ...(user ? { cookie: userCookie } : {}) },
+        body: JSON.stringify({
+          relation: r.name,
+          ...(inWhere
+            ? { where: ["=", cols[0], ["cast", v, t]] }
+            : { select: { v: ["cast", v, t] } }),
+          limit: 2,
+        }),
+      }));
+    });
   }
 
   /** GET /svc with a random query string (known keys, hostile values, random keys). */

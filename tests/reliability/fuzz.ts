@@ -9,11 +9,12 @@ import { ConfigError, loadConfig } from "../../src/config/load.ts";
 import { chinookDb, schemaOf } from "../helpers/db.ts";
 import { Arbs, cookieHeader, hostileString, routeCall } from "./arbitraries.ts";
 import { type Req, send, type Tally } from "./invariants.ts";
-import type { Target } from "./target.ts";
+import { catalogTypeNames, type Target } from "./target.ts";
 
 /** Share of the total runs each property gets. */
 export const SHARES: Record<string, number> = {
-  "POST /svc read trees": 0.25,
+  "POST /svc read trees": 0.2,
+  "casts to every type": 0.05,
   "GET /svc query strings": 0.15,
   "write payloads": 0.15,
   "well-known calls": 0.1,
@@ -126,7 +127,7 @@ export async function properties(
   tolerateKnown = false,
 ): Promise<FuzzProperty[]> {
   const base = t.url;
-  const arbs = new Arbs(await schemaOf(await chinookDb(t.db)));
+  const arbs = new Arbs(await schemaOf(await chinookDb(t.db)), await catalogTypeNames(t.db));
   const validToken = t.userCookie.slice("accesstoken=".length);
   const wkNames = ["artist_albums", "tracks_by_genre", "top_customers", "invoice_lines"];
   const http = (name: string, arb: fc.Arbitrary<Req>): FuzzProperty => ({
@@ -143,6 +144,7 @@ export async function properties(
   const dir = await Deno.makeTempDir({ prefix: "svc-fuzz-cfg-" });
   return [
     http("POST /svc read trees", arbs.postRead(t.userCookie)),
+    http("casts to every type", arbs.cast(t.userCookie)),
     http("GET /svc query strings", arbs.getQuery()),
     http("write payloads", arbs.write(t.userCookie)),
     http("well-known calls", arbs.wellknown(wkNames)),

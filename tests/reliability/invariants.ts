@@ -1,7 +1,8 @@
 /**
  * What every answer to hostile input must satisfy: no 5xx other than the documented 503/504, no
- * PostgreSQL syntax error (42601) or undefined-object error (42P01, 42703, 42704) at any status,
- * and never the canary's marker. Answers are counted per status and code for reports.
+ * PostgreSQL syntax error (42601), undefined-object error (42P01, 42703, 42704), unsupported
+ * feature (0A000, e.g. a value of a catalog-internal type) or internal error (XX000) at any
+ * status, and never the canary's marker. Answers are counted per status and code for reports.
  */
 import { CANARY_MARKER } from "./target.ts";
 
@@ -41,7 +42,14 @@ export class Tally {
   }
 }
 
-const FORBIDDEN_CODES = new Set(["PG_42601", "PG_42P01", "PG_42703", "PG_42704"]);
+const FORBIDDEN_CODES = new Set([
+  "PG_42601",
+  "PG_42P01",
+  "PG_42703",
+  "PG_42704",
+  "PG_0A000",
+  "PG_XX000",
+]);
 const ALLOWED_5XX: Record<string, number> = {
   PG_UNAVAILABLE: 503,
   PG_POOL_EXHAUSTED: 503,

@@ -4,6 +4,7 @@
  * role `authenticator` (granted `~anonymous` and `app_user`) that svc connects as. Shared by the
  * bounded fuzz/injection/session tests and by `scripts/soak.ts --fuzz`.
  */
+import postgres from "postgres";
 import { FIXTURE_SQL } from "../compile/fixture.ts";
 import { chinookDb, psql } from "../helpers/db.ts";
 import { now, startServer, token } from "../helpers/server.ts";
@@ -42,6 +43,23 @@ export async function canaryState(db: string): Promise<string> {
     db,
   );
   return /state=(\S*)/.exec(out)?.[1] ?? out;
+}
+
+/**
+ * Every type of pg_catalog (base, pseudo, array, range, composite) by its name, its
+ * `format_type` spelling and its qualified name, read as superuser.
+ */
+export async function catalogTypeNames(db: string): Promise<string[]> {
+  const sql = postgres(await chinookDb(db), { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql`
+      select t.typname as name, format_type(t.oid, null) as formatted from pg_type t
+      where t.typnamespace = 'pg_catalog'::regnamespace order by t.typname`;
+    const names = rows.flatMap((r) => [r.name, r.formatted, `pg_catalog.${r.name}`]);
+    return [...new Set(names as string[])];
+  } finally {
+    await sql.end();
+  }
 }
 
 /** The expected {@link canaryState}. */

@@ -57,8 +57,14 @@ async function inflate(b64: string): Promise<string> {
   return await new Response(stream).text();
 }
 
-/** Starts the IdP (on `port`, default a free one); `acsOf` is unused until a login comes. */
-export async function startSamlIdp(port = freePort()): Promise<SamlIdp> {
+/**
+ * Starts the IdP (on `port`, default a free one). Its metadata sets `WantAuthnRequestsSigned` to
+ * `opts.wantAuthnRequestsSigned` (default true).
+ */
+export async function startSamlIdp(
+  port = freePort(),
+  opts: { wantAuthnRequestsSigned?: boolean } = {},
+): Promise<SamlIdp> {
   const base = `http://127.0.0.1:${port}`;
   const entityId = `${base}/idp`;
   const keys = await generateSelfSigned("test idp");
@@ -66,7 +72,7 @@ export async function startSamlIdp(port = freePort()): Promise<SamlIdp> {
     entityID: entityId,
     signingCert: keys.certificate,
     privateKey: keys.privateKey,
-    wantAuthnRequestsSigned: true,
+    wantAuthnRequestsSigned: opts.wantAuthnRequestsSigned ?? true,
     singleSignOnService: [{
       Binding: samlify.Constants.namespace.binding.redirect,
       Location: `${base}/sso`,

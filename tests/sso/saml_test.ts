@@ -1,11 +1,13 @@
 /**
  * SAML login end to end against a samlify IdP on loopback signing with its own generated key:
- * metadata down at startup, a full login ending with the session cookie, SP metadata and
+ * metadata down at startup (the SP metadata served all the same), a full login ending with the
+ * session cookie, one against an IdP that does not ask for signed requests, SP metadata and
  * certificate reuse, and each attack refused with SSO_SAML_INVALID_RESPONSE and no session.
  */
 import assert from "node:assert/strict";
 import { decodeJwt } from "jose";
 import postgres from "postgres";
+import * as samlify from "samlify";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { generateSelfSigned } from "../../src/sso/certs.ts";
@@ -21,6 +23,8 @@ const origin = `http://127.0.0.1:${svcPort}`;
 const acs = `${origin}/auth/saml/corp/acs`;
 const spEntityId = `${origin}/auth/saml/corp/metadata`;
 const tmp = await Deno.makeTempDir();
+// An IdP whose metadata says WantAuthnRequestsSigned="false" (entry `lax`, defaults otherwise).
+const laxIdp = await startSamlIdp(freePort(), { wantAuthnRequestsSigned: false });
 // An entry whose own key is unusable (SSO_INTERNAL at login) and one with its own generated pair.
 await Deno.writeTextFile(`${tmp}/broken.crt`, (await generateSelfSigned("broken")).certificate);
 await Deno.writeTextFile(
@@ -41,6 +45,7 @@ const srv = await startServer(uri, [
   `--saml.own.certificate_path=${tmp}/own.crt`,
   `--saml.own.private_key_path=${tmp}/own.key`,
   "--saml.own.force_signed_requests=false",
+  `--saml.lax.idp_metadata_url=${laxIdp.base}/metadata`,
 ]);
 const sql = postgres(uri, { max: 1, onnotice: () => {} });
 let idp: SamlIdp;
@@ -98,20 +103,60 @@ function good(rid: string, extra: Partial<Parameters<SamlIdp["build"]>[0]> = {})
   });
 }
 
-test("IdP metadata down at startup: 503 SSO_NOT_READY, then a working login", async () => {
+test("IdP metadata down at startup: SP metadata served, login 503 SSO_NOT_READY, then a working login", async () => {
+  // Nothing listens on the IdP's port yet: the SP metadata depends on svc's configuration alone.
+  const meta = await fetch(`${origin}/auth/saml/corp/metadata`);
+  assert.equal(meta.status, 200);
+  assert.match(meta.headers.get("content-type")!, /^application\/samlmetadata\+xml/);
+  const xml = await meta.text();
+  const parsed = samlify.ServiceProvider({ metadata: xml }).entityMeta;
+  assert.equal(parsed.getEntityID(), spEntityId);
+  assert.equal(parsed.getAssertionConsumerService("post"), acs);
+  const pem = await Deno.readTextFile(`${tmp}/saml.crt`);
+  assert.equal(
+    String(parsed.getX509Certificate("signing")).replace(/\s/g, ""),
+    pem.replace(/-----[^-]+-----|\s/g, ""),
+    "the metadata carries the SP certificate",
+  );
   const down = await fetch(`${origin}/auth/saml/corp/login`);
   await refused(down, 503, "SSO_NOT_READY");
   idp = await startSamlIdp(idpPort);
   const deadline = Date.now() + 15_000;
   let status = 0;
   while (Date.now() < deadline) {
-    const res = await fetch(`${origin}/auth/saml/corp/metadata`);
+    const res = await fetch(`${origin}/auth/saml/corp/login`, { redirect: "manual" });
     await res.body?.cancel();
     status = res.status;
-    if (status === 200) break;
+    if (status === 303) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  assert.equal(status, 200);
+  assert.equal(status, 303);
+});
+
+test("an IdP that does not ask for signed requests: the default login works, signed anyway", async () => {
+  await sql`truncate sso_log`;
+  const jar = new Jar();
+  const res = await jar.fetch(`${origin}/auth/saml/lax/login?next=/lax`);
+  assert.equal(res.status, 303, await res.text());
+  const location = new URL(res.headers.get("location")!);
+  assert.equal(location.origin + location.pathname, `${laxIdp.base}/sso`);
+  assert.ok(location.searchParams.has("Signature"), "force_signed_requests (default) signs");
+  const page = await (await fetch(location)).text();
+  assert.ok(laxIdp.lastRequest!.signed);
+  assert.equal(laxIdp.lastRequest!.acs, `${origin}/auth/saml/lax/acs`);
+  const action = /action="([^"]+)"/.exec(page)![1];
+  const samlResponse = /name="SAMLResponse" value="([^"]+)"/.exec(page)![1];
+  const relay = /name="RelayState" value="([^"]+)"/.exec(page)![1].replaceAll("&amp;", "&");
+  const done = await jar.fetch(action, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ SAMLResponse: samlResponse, RelayState: relay }),
+  });
+  assert.equal(done.status, 303, await done.text());
+  assert.equal(done.headers.get("location"), "/lax");
+  assert.equal(decodeJwt(sessionSet(done)!).role, "member");
+  const [row] = await sql`select payload from sso_log`;
+  assert.equal(row.payload.identity.name, "lax");
 });
 
 test("full login through the IdP's form: session cookie, SPEC payload, signed AuthnRequest", async () => {
@@ -352,6 +397,7 @@ test("cleanup", async () => {
   await srv.stop();
   await sql.end();
   await idp?.stop();
+  await laxIdp.stop();
   await stopDb();
   await Deno.remove(tmp, { recursive: true });
 });

@@ -26,8 +26,12 @@ Deno.test("http.workers: default one per core, 1 in dev, capped by the pool, at 
 
 Deno.test("pool figures sum over workers", () => {
   assert.deepEqual(
-    sumPools([{ size: 2, in_use: 1, waiting: 0 }, null, { size: 3, in_use: 3, waiting: 4 }]),
-    { size: 5, in_use: 4, waiting: 4 },
+    sumPools([
+      { size: 2, in_use: 1, waiting: 0, overdue: 1 },
+      null,
+      { size: 3, in_use: 3, waiting: 4, overdue: 0 },
+    ]),
+    { size: 5, in_use: 4, waiting: 4, overdue: 1 },
   );
 });
 

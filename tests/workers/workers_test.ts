@@ -28,6 +28,7 @@ Deno.test("two workers share the port, pool and state; metrics sum; SIGTERM stop
     `--pg.uri=${uri}`,
     "--http.workers=2",
     "--pg.pool_size=3",
+    "--http.metrics.enable=true",
     "--pg.query.wellknown_path=/nonexistent",
   ]);
   try {
@@ -74,6 +75,7 @@ Deno.test("SIGUSR1 with two workers: reload.cmd once per signal, every worker sw
     `--pg.uri=${uri}`,
     "--http.workers=2",
     "--pg.pool_size=4",
+    "--http.metrics.enable=true",
     "--pg.query.wellknown_path=/nonexistent",
     `--reload.cmd=echo "$SVC_RELOAD_REASON" >> ${ran}`,
   ]);
