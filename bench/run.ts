@@ -20,7 +20,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import postgres from "postgres";
+import { Client } from "../src/pg/client.ts";
 import { type Cluster, findPgBin, startCluster } from "../src/db/cluster.ts";
 import {
   type Case,
@@ -244,15 +244,15 @@ async function post(
 }
 
 /** The hand-written SQL's answer, run exactly as pgbench runs it (role, claims, savepoint). */
-async function sqlAnswer(sql: postgres.Sql, c: Case): Promise<unknown[]> {
+async function sqlAnswer(sql: Client, c: Case): Promise<unknown[]> {
   const rows = await sql.begin(async (tx) => {
-    await tx.unsafe("select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)", [
-      ROLE,
-      CLAIMS,
-    ]);
-    if (c.rollback) await tx.unsafe("savepoint bench");
-    const rows = await tx.unsafe(c.sql);
-    if (c.rollback) await tx.unsafe("rollback to savepoint bench");
+    await tx.query(
+      "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)",
+      [ROLE, CLAIMS],
+    );
+    if (c.rollback) await tx.query("savepoint bench");
+    const rows = await tx.query(c.sql);
+    if (c.rollback) await tx.query("rollback to savepoint bench");
     return rows;
   });
   return rows.map((r) => (typeof r.j === "string" ? JSON.parse(r.j) : r.j));
@@ -327,9 +327,9 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
  * thousands per run), and autovacuum cleaning them up during the next run would charge that run
  * (svc's or pgbench's, whichever comes next) for the previous one. Every run starts clean instead.
  */
-async function vacuumFor(c: Case, sql: postgres.Sql): Promise<void> {
+async function vacuumFor(c: Case, sql: Client): Promise<void> {
   if (!c.rollback) return;
-  await sql.unsafe("vacuum (analyze) invoice, invoice_line");
+  await sql.simple("vacuum (analyze) invoice, invoice_line");
 }
 
 function durationFor(c: Case, conns: number, base: number): number {
@@ -384,7 +384,7 @@ async function main(): Promise<Report> {
   const svcPid = svc.pid;
   log(`svc pid ${svcPid} at ${svc.url}; RSS ${readMem(svcPid).rss_mb.toFixed(1)} MiB`);
 
-  const sql = postgres(uri, { max: 2, onnotice: () => {} });
+  const sql = new Client(uri);
   const cases: CaseResult[] = [];
   const pgbenchBase = {
     pgbench: `${pgBin}/pgbench`,
@@ -901,7 +901,7 @@ async function main(): Promise<Report> {
     };
     return { ...partial, targets: evaluateTargets(partial) };
   } finally {
-    await sql.end({ timeout: 5 });
+    await sql.close(5000);
   }
 }
 

@@ -73,6 +73,16 @@ export class Client {
     }
   }
 
+  /**
+   * Drops the current connection (what it has pending fails); the next use connects anew. For a
+   * connection that stopped answering.
+   */
+  reset(): void {
+    const c = this.#conn;
+    this.#conn = null;
+    c?.then((conn) => conn.destroy(), () => {});
+  }
+
   /** Closes the connection, waiting at most `timeoutMs` for what is in flight. */
   async close(timeoutMs = 1000): Promise<void> {
     this.#closed = true;

@@ -1033,6 +1033,17 @@ export class Connection {
   }
 
   /**
+   * Kills the connection at once: the socket is closed and everything pending fails with
+   * `reason` (default: a CONNECTION_CLOSED PgConnectionError). For a connection that stopped
+   * answering.
+   */
+  destroy(reason?: Error): void {
+    this.#fail(
+      reason ?? new PgConnectionError("CONNECTION_CLOSED", "the connection was closed by svc"),
+    );
+  }
+
+  /**
    * Closes the connection. With `timeoutMs`, waits at most that long for what is in flight to
    * finish first; what is still pending then fails with CONNECTION_ENDED.
    */
