@@ -510,18 +510,20 @@ export class Connection {
             }
           }
         }
+        // Columns not known yet (new, or its Bind failed before any description came): described.
+        const described = prep !== null && (parsed || prep.fields === null);
         if (prep) {
           prep.used = ++this.#tick;
           if (parsed) P.parse(w, prep.name, s.sql);
           P.bind(w, portal, prep.name, params);
-          if (parsed) P.describe(w, "P", portal);
+          if (described) P.describe(w, "P", portal);
         } else {
           P.parse(w, "", s.sql);
           P.bind(w, portal, "", params);
           P.describe(w, "P", portal);
         }
         P.execute(w, portal, s.maxRows ?? 0);
-        const fields = prep && !parsed ? prep.fields : null;
+        const fields = prep && !described ? prep.fields : null;
         running[i] = {
           sink: s.sink,
           fields,
@@ -739,14 +741,14 @@ export class Connection {
         const fields = this.#fields(s, e);
         r.fields = fields;
         r.result.fields = fields;
-        if (r.prepared && r.parsed) r.prepared.fields = fields;
+        if (r.prepared) r.prepared.fields = fields;
         return;
       }
       case 0x6e: { // 'n' NoData
         if (!p || p.kind !== "batch") throw protocolError("unexpected NoData");
         const r = this.#current(p, "NoData");
         r.fields = [];
-        if (r.prepared && r.parsed) r.prepared.fields = [];
+        if (r.prepared) r.prepared.fields = [];
         return;
       }
       case 0x73: { // 's' PortalSuspended

