@@ -207,12 +207,11 @@ export function paramText(v: unknown): string | null {
 }
 
 /**
- * Bind of statement `stmt` to `portal` with text parameters and text results. Throws (before
- * anything is written) when a parameter holds a NUL character, which PostgreSQL's text input
+ * Bind of statement `stmt` to `portal` with text parameters and text results. A parameter holding
+ * a NUL character is sent as it is: PostgreSQL refuses it (22021), like any value its text input
  * cannot take.
  */
 export function bind(w: Writer, portal: string, stmt: string, params: readonly unknown[]): void {
-  const start = w.pos;
   const at = w.begin(0x42); // 'B'
   w.cstr(portal);
   w.cstr(stmt);
@@ -227,12 +226,7 @@ export function bind(w: Writer, portal: string, stmt: string, params: readonly u
     }
     const lenAt = w.pos;
     w.i32(0);
-    const n = w.str(v);
-    w.setI32(lenAt, n);
-    if (v.includes("\0")) {
-      w.pos = start;
-      throw new TypeError(`parameter $${i + 1} contains a NUL character`);
-    }
+    w.setI32(lenAt, w.str(v));
   }
   w.i16(0); // all results in text format
   w.end(at);

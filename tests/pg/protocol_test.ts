@@ -387,7 +387,8 @@ Deno.test({
 
 Deno.test({
   ...T,
-  name: "protocol: parameters of every length and script arrive intact; NUL is refused",
+  name:
+    "protocol: parameters of every length and script arrive intact; NUL values are the server's 22021",
   async fn() {
     const c = await open();
     try {
@@ -419,10 +420,11 @@ Deno.test({
         params: [7, true, { k: [1] }, null],
       }]);
       assert.deepEqual(typed.rows[0], { i: 7, b: true, j: { k: [1] }, z: null });
-      await assert.rejects(
-        () => c.execute([{ sql: "select $1::text", params: ["a\0b"] }]),
-        /NUL/,
-      );
+      // A NUL in a value reaches the server, which refuses it as any bad value.
+      const nul = await c.execute([{ sql: "select $1::text", params: ["a\0b"] }]).catch((x) => x);
+      assert.equal(nul.code, "22021");
+      // A NUL in statement text is refused before anything is sent.
+      await assert.rejects(() => c.execute([{ sql: "select 'a\0b'" }]), /NUL/);
       const [after] = await c.execute([{ sql: "select 1 as ok" }]);
       assert.deepEqual(after.rows, [{ ok: 1 }]);
     } finally {
