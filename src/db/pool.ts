@@ -14,6 +14,7 @@ import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../errors.ts";
 import { log } from "../log.ts";
 import { metrics } from "../metrics.ts";
+import { deadline } from "../util/deadline.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "./params.ts";
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */
@@ -293,11 +294,14 @@ export class Database {
     this.#give(slot);
   }
 
-  /** Takes a free slot, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). */
+  /**
+   * Takes a free slot, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). The wait
+   * is a coarse shared deadline (src/util/deadline.ts), not a timer per waiting request.
+   */
   #take(signal?: AbortSignal): Promise<Slot> {
     return new Promise((resolve, reject) => {
       const done = () => {
-        clearTimeout(timer);
+        limit.clear();
         signal?.removeEventListener("abort", onAbort);
       };
       const grant = (slot: Slot) => {
@@ -312,13 +316,13 @@ export class Database {
       };
       const onAbort = () => giveUp(signal!.reason);
       const ms = this.#poolTimeoutMs;
-      const timer = setTimeout(() =>
+      const limit = deadline(ms, () =>
         giveUp(
           new SvcError(
             "PG_POOL_EXHAUSTED",
             `no database connection became free within ${ms / 1000} s`,
           ),
-        ), ms);
+        ));
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#waiters.push(grant);
     });

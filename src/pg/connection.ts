@@ -137,8 +137,21 @@ interface Pending {
   reject(e: unknown, partial?: Result[]): void;
 }
 
-function newResult(fields: Field[] | null): Result {
-  return { command: "", rowCount: 0, fields: fields ?? [], rows: [], suspended: false };
+/**
+ * Shared by results without columns of their own, and as the rows of a statement whose rows went
+ * to a sink (never written to: frozen).
+ */
+const NO_FIELDS = Object.freeze([]) as unknown as Field[];
+const NO_ROWS = Object.freeze([]) as unknown as Row[];
+
+function newResult(fields: Field[] | null, sunk = false): Result {
+  return {
+    command: "",
+    rowCount: 0,
+    fields: fields ?? NO_FIELDS,
+    rows: sunk ? NO_ROWS : [],
+    suspended: false,
+  };
 }
 
 function tagCount(tag: string): number {
@@ -431,7 +444,7 @@ export class Connection {
           fields: opts.fields ?? null,
           prepared: null,
           parsed: false,
-          result: newResult(opts.fields ?? null),
+          result: newResult(opts.fields ?? null, opts.sink !== undefined),
         }],
         at: 0,
         error: null,
@@ -529,7 +542,7 @@ export class Connection {
           fields,
           prepared: prep,
           parsed: prep !== null && parsed,
-          result: newResult(fields),
+          result: newResult(fields, s.sink !== undefined),
         };
       }
       P.sync(w);

@@ -30,6 +30,8 @@ export function alloc(n: number): Uint8Array {
 /** Scratch buffers reused between answers (at most a few: one per answer being built). */
 const scratch: Uint8Array[] = [];
 const SCRATCH = 16384;
+/** What a released sink holds (making a new empty array would cost an ArrayBuffer). */
+const RELEASED = new Uint8Array(0);
 
 /**
  * Collects JSON rows (first column) into a JSON array: `[row,row,…]`. {@link take} returns the
@@ -89,6 +91,6 @@ export class JsonArraySink implements RowSink {
   /** Returns the scratch buffer for reuse (the sink must not be used afterwards). */
   release(): void {
     if (this.#buf.length === SCRATCH && scratch.length < 64) scratch.push(this.#buf);
-    this.#buf = new Uint8Array(0);
+    this.#buf = RELEASED;
   }
 }
