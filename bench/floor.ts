@@ -124,6 +124,8 @@ class Conn {
   out: Uint8Array<ArrayBuffer> = new Uint8Array(4096);
   on = 0;
   rows = 0;
+  /** Statements of the current request completed (CommandComplete): the query is the third. */
+  done = 0;
   wake: ((err: Error | null) => void) | null = null;
   failed: Error | null = null;
 
@@ -167,7 +169,8 @@ class Conn {
       if (this.re - this.rs < len + 1) break;
       const s = this.rs + 5;
       this.rs += len + 1;
-      if (t === 0x44) { // DataRow: first column into the answer
+      if (t === 0x43) this.done++; // CommandComplete
+      else if (t === 0x44 && this.done === 2) { // the query's DataRow: first column into the answer
         const cl = v.getInt32(s + 2);
         const need = this.on + cl + 2;
         if (need > this.out.length) {
@@ -211,6 +214,7 @@ class Conn {
     const r = this.out.slice(0, this.on);
     this.on = 0;
     this.rows = 0;
+    this.done = 0;
     return r;
   }
 }
@@ -241,6 +245,7 @@ async function open(): Promise<Conn> {
   w.u8(0x53);
   w.i32(4);
   await conn.run(w.bytes()); // the four statements prepared
+  conn.answer();
   return conn;
 }
 

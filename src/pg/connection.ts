@@ -890,9 +890,20 @@ export class Connection {
   }
 
   #cstr(s: number, e: number): string {
-    let end = this.#rb.indexOf(0, s);
+    const rb = this.#rb;
+    let end = rb.indexOf(0, s);
     if (end < 0 || end >= e) end = e;
-    return dec.decode(this.#rb.subarray(s, end));
+    // Short ASCII (command tags, most names) without a TextDecoder call.
+    if (end - s <= 32) {
+      let out = "";
+      for (let i = s; i < end; i++) {
+        const c = rb[i];
+        if (c > 0x7f) return dec.decode(rb.subarray(s, end));
+        out += String.fromCharCode(c);
+      }
+      return out;
+    }
+    return dec.decode(rb.subarray(s, end));
   }
 
   #fields(s: number, e: number): Field[] {
