@@ -75,6 +75,7 @@ export const B = {
   bindComplete: () => msg("2"),
   closeComplete: () => msg("3"),
   noData: () => msg("n"),
+  paramDescription: (oids: number[]) => msg("t", i16(oids.length), ...oids.map(i32)),
   emptyQuery: () => msg("I"),
   portalSuspended: () => msg("s"),
   commandComplete: (tag: string) => msg("C", cstr(tag)),

@@ -11,7 +11,7 @@ import fc from "fast-check";
 import { Connection, type Statement } from "../../src/pg/connection.ts";
 import { PgConnectionError, PgError, PgSkippedError } from "../../src/pg/errors.ts";
 import { JsonArraySink } from "../../src/pg/json.ts";
-import { B, concat, cstr, type FakeConn, fakeServer, hello, i32, msg } from "./fake_server.ts";
+import { B, concat, cstr, type FakeConn, fakeServer, hello, i16, i32, msg } from "./fake_server.ts";
 
 /** A small deterministic PRNG (mulberry32). */
 function rng(seed: number): () => number {
@@ -126,6 +126,8 @@ function scenario(seed: number): Scenario {
     if (r() < 0.05) out.push(B.notification(1, "ch", "payload"));
     return out;
   };
+  // ParameterDescription (a Describe of the statement would bring it) is taken anywhere here.
+  const afterParse = (): Uint8Array[] => r() < 0.1 ? [B.paramDescription([23, 25])] : [];
   const parts: Uint8Array[] = [];
   for (let i = 0; i < n; i++) {
     const p = planned[i];
@@ -133,7 +135,7 @@ function scenario(seed: number): Scenario {
       parts.push(B.error({ S: "ERROR", V: "ERROR", C: "42601", M: "syntax error (fake)" }));
       break;
     }
-    parts.push(B.parseComplete(), ...noise(), B.bindComplete());
+    parts.push(B.parseComplete(), ...afterParse(), ...noise(), B.bindComplete());
     parts.push(p.cols.length ? B.rowDescription(p.cols) : B.noData(), ...noise());
     const rowsSent = i === errorAt ? p.rows.slice(0, errorAfterRows) : p.rows;
     for (const row of rowsSent) parts.push(B.dataRow(row), ...noise());
@@ -563,6 +565,9 @@ Deno.test({
           B.rfq(),
           msg("Z", "IX"),
           msg("Z", "Q"),
+          msg("W", [0], i16(0)), // CopyBothResponse: replication, never asked for
+          msg("V", i32(1), "x"), // FunctionCallResponse: no FunctionCall is ever sent
+          msg("R", i32(0)), // authentication after startup
         ]
       ) {
         const s = fakeServer(async (c) => {
