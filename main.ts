@@ -8,7 +8,7 @@
 import { type Config, ConfigError, loadConfigAsync, workerCount } from "./src/config/load.ts";
 import { SecretError } from "./src/auth/secret.ts";
 import { runAction } from "./src/cli.ts";
-import { setupAnonymousRole } from "./src/startup.ts";
+import { setupRoles, setupStore } from "./src/startup.ts";
 import { start } from "./src/serve.ts";
 import { supervise } from "./src/workers/supervisor.ts";
 import { inWorker, runWorker } from "./src/workers/worker.ts";
@@ -45,7 +45,7 @@ async function launch(cfg: Config): Promise<Running> {
 }
 
 async function main(): Promise<void> {
-  if (runAction(Deno.args, setupAnonymousRole)) Deno.exit(0);
+  if (runAction(Deno.args, setupRoles, setupStore)) Deno.exit(0);
   let cfg: Config;
   try {
     cfg = await loadConfigAsync();
@@ -73,6 +73,12 @@ async function main(): Promise<void> {
       Deno.exit(1);
     }
     throw e;
+  }
+  if (!cfg.jwt.secure) {
+    log.warn(
+      "jwt.secure is false: the session cookie is sent without Secure, also over plain http " +
+        "(only for a staging host without TLS)",
+    );
   }
   // SIGUSR1 reloads; it must not also open Deno's inspector (src/inspector_guard.ts).
   holdSignalInspectorPort();

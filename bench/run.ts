@@ -4,7 +4,8 @@
  * 1. starts a private PostgreSQL cluster and loads Chinook scaled ×20 (bench/lib/data.ts);
  * 2. starts svc as a separate process (`deno run -A main.ts`, rollback allowed, a temp
  *    directory holding the bench's well-known query);
- * 3. probes the 100,000-row read one request at a time: first byte, total time, svc's RSS;
+ * 3. probes the 100,000-row read one request at a time: first byte, total time, svc's RSS; and
+ *    svc's RSS growth under a batch of 100 wide items (≈ 2 GB streamed; limit 200 MiB);
  * 4. checks for every case that svc's answer equals the answer of hand-written SQL;
  * 5. drives svc with wrk (installed with apt-get when missing; autocannon as a fallback) at 1,
  *    10 and 50 connections, and pgbench with the hand-written SQL inside the same transaction
@@ -15,7 +16,8 @@
  *
  * Flags: --duration=10 (s per svc/pgbench/peer run), --pipeline-duration=5 (s per pipelined
  * pgbench run; 0 skips), --warmup=2, --connections=1,10,50, --scale=20, --pool=10 (svc's and
- * PostGraphile's pool size), --cases=pk_read,…, --no-peer, --out=bench/results.
+ * PostGraphile's pool size), --cases=pk_read,…,wide_batch, --no-peer, --out=bench/results
+ * (`--cases=wide_batch --scale=1 --no-peer` runs the wide batch alone).
  *
  * @module
  */
@@ -79,7 +81,7 @@ const { values: flags } = parseArgs({
     scale: { type: "string", default: "20" },
     pool: { type: "string", default: "10" },
     workers: { type: "string", default: "2,1" },
-    cases: { type: "string", default: CASES.map((c) => c.id).join(",") },
+    cases: { type: "string", default: [...CASES.map((c) => c.id), "wide_batch"].join(",") },
     "no-peer": { type: "boolean", default: false },
     out: { type: "string", default: new URL("./results", import.meta.url).pathname },
   },
@@ -114,6 +116,18 @@ const AMPLIFICATION = {
     },
   },
 };
+
+/**
+ * The wide batch: 100 items, each the first 3,503 tracks (all of unscaled Chinook) with 200 keys
+ * (≈ 2 GB of JSON in all). Streamed, svc's RSS may grow by at most {@link WIDE_BATCH_LIMIT_MIB}.
+ */
+const WIDE_BATCH = Array.from({ length: 100 }, () => ({
+  relation: "track",
+  select: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`k${i}`, "name"])),
+  order_by: ["track_id"],
+  limit: 3503,
+}));
+const WIDE_BATCH_LIMIT_MIB = 200;
 
 /** Requests of the 100,000-row probe. */
 const PROBE_REQUESTS = 5;
@@ -435,6 +449,24 @@ async function main(): Promise<Report> {
           amplification.peak_rss_mb.toFixed(0)
         } MiB`,
       );
+    }
+
+    let wideBatch: BigProbe | undefined;
+    if (CASE_IDS.includes("wide_batch")) {
+      log("wide batch: 100 items × 3,503 tracks × 200 keys (≈ 2 GB streamed)");
+      wideBatch = await probeBig(svcUrl, JSON.stringify(WIDE_BATCH), svcPid, 1);
+      log(
+        `  status ${wideBatch.status}, ${(wideBatch.bytes / 1e6).toFixed(0)} MB in ${
+          wideBatch.total_ms.map((x) => (x / 1000).toFixed(1))
+        } s, RSS ${wideBatch.baseline_rss_mb.toFixed(0)} → ${
+          wideBatch.peak_rss_mb.toFixed(0)
+        } MiB: +${wideBatch.growth_mb.toFixed(0)} MiB (limit ${WIDE_BATCH_LIMIT_MIB} MiB)`,
+      );
+      if (wideBatch.growth_mb >= WIDE_BATCH_LIMIT_MIB || wideBatch.status.some((x) => x !== 200)) {
+        problems.push(
+          `wide batch: status ${wideBatch.status}, RSS +${wideBatch.growth_mb.toFixed(0)} MiB`,
+        );
+      }
     }
 
     for (const c of selected) {
@@ -995,6 +1027,7 @@ async function main(): Promise<Report> {
       data: counts,
       cases,
       amplification,
+      wide_batch: wideBatch,
       metrics_cost: metricsCost,
       floor: floorReport,
       scaling: { workers: WORKERS, rows: scaling },

@@ -1,4 +1,6 @@
--- The demo application: accounts with a login, logout and "who am I" route.
+-- The demo application: accounts with a login, logout and "who am I" route, and row-level
+-- security so that a logged-in customer reads only their own customer row, invoices and invoice
+-- lines — the database decides, the page filters nothing.
 -- Loaded after Chinook and the demo roles (`~anonymous`, `app_user`); every account's password
 -- is `demo`. Passwords are salted SHA-256 (built in, no extension) — fine for a demo, use a
 -- slow hash (pgcrypto's crypt() with bf) for real accounts.
@@ -11,7 +13,7 @@ create table app.account (
   salt text not null default md5(random()::text || clock_timestamp()::text),
   password_hash text not null,
   customer_id int references public.customer,
-  role text not null default 'app_user'
+  role text not null default 'customer'
 );
 
 insert into app.account (email, customer_id, salt, password_hash)
@@ -65,3 +67,41 @@ comment on function app.me() is 'Who is logged in. route:: path: /me';
 
 revoke execute on function app.login(jsonb), app.logout(jsonb), app.me() from public;
 grant execute on function app.login(jsonb), app.logout(jsonb), app.me() to "~anonymous", app_user;
+-- (and to `customer`, created below with the row-level security)
+
+-- Row-level security: the role `customer` (what a demo login mints) reads the catalogue, and of the
+-- customer tables only what its session's `customer_id` claim owns.
+do $$ begin
+  if not exists (select from pg_roles where rolname = 'customer') then
+    create role customer nologin;
+  end if;
+end $$;
+grant customer to current_user;
+grant usage on schema app to customer;
+grant execute on function app.login(jsonb), app.logout(jsonb), app.me() to customer;
+grant usage on schema public to customer;
+grant select on artist, album, track, genre, media_type, playlist, playlist_track to customer;
+grant select on customer, invoice, invoice_line to customer;
+-- Anonymous requests read the catalogue, never customers' data.
+revoke select on customer, invoice, invoice_line, employee from "~anonymous";
+
+-- The session's customer: svc sets the verified JWT claims as `svc.jwt.claims` in every request.
+create function app.customer_id() returns int
+language sql stable as $$
+  select (nullif(current_setting('svc.jwt.claims', true), '')::jsonb ->> 'customer_id')::int
+$$;
+revoke execute on function app.customer_id() from public;
+grant execute on function app.customer_id() to customer;
+
+alter table customer enable row level security;
+alter table invoice enable row level security;
+alter table invoice_line enable row level security;
+create policy own_row on customer for select to customer using (customer_id = app.customer_id());
+create policy own_invoices on invoice for select to customer using (customer_id = app.customer_id());
+-- A line is visible when its invoice is (the subquery runs under invoice's policy).
+create policy own_lines on invoice_line for select to customer
+  using (exists (select from invoice i where i.invoice_id = invoice_line.invoice_id));
+-- app_user is the demo's staff role (it writes the catalogue and invoices): it sees every row.
+create policy staff on customer for all to app_user using (true) with check (true);
+create policy staff on invoice for all to app_user using (true) with check (true);
+create policy staff on invoice_line for all to app_user using (true) with check (true);

@@ -1,7 +1,7 @@
 /**
  * `deno task dev`: svc in dev mode, restarted on change. With no database configured (no pg.*
  * flag, SVC_PG__* variable or config file), it starts a private PostgreSQL cluster kept in
- * `.svc/dev/` across runs (`--fresh` recreates it), loading the Chinook demo with its roles
+ * `.svc/dev/` (or `$SVC_DEV_DIR`) across runs (`--fresh` recreates it), loading the Chinook demo with its roles
  * (`~anonymous` reads, `app_user` writes) when it is new, and stops it on exit. The server runs
  * as a child `deno run --watch` process, so restarts on change keep the database. A busy port
  * stops here with exit 1 (under --watch the child would wait for changes instead).
@@ -32,7 +32,8 @@ if (port !== null && !portFree(port)) {
 }
 let stopCluster = () => {};
 if (!configured) {
-  const dir = `${root}.svc/dev`;
+  // SVC_DEV_DIR: another place for the private cluster (the README examples test uses a fresh one).
+  const dir = Deno.env.get("SVC_DEV_DIR") ?? `${root}.svc/dev`;
   if (fresh) await Deno.remove(dir, { recursive: true }).catch(() => {});
   console.log(`svc dev: starting the private PostgreSQL in ${dir} …`);
   const cluster = await startCluster({ dir });
@@ -65,21 +66,80 @@ const child = new Deno.Command(Deno.execPath(), {
   stdout: "inherit",
   stderr: "inherit",
 }).spawn();
-for (const sig of ["SIGTERM", "SIGINT"] as const) {
-  Deno.addSignalListener(sig, () => {
-    // Under --watch the server's own exit only ends one run: stop the watcher too.
-    const kill = (s: Deno.Signal) => {
-      try {
-        child.kill(s);
-      } catch { /* exited */ }
-    };
-    kill("SIGTERM");
-    setTimeout(() => kill("SIGKILL"), 2000);
-  });
+/** Stops the server (and, once it has exited, the database below). */
+function stopServer(): void {
+  // Under --watch the server's own exit only ends one run: stop the watcher too.
+  const kill = (s: Deno.Signal) => {
+    try {
+      child.kill(s);
+    } catch { /* exited */ }
+  };
+  kill("SIGTERM");
+  setTimeout(() => kill("SIGKILL"), 2000);
+}
+for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) Deno.addSignalListener(sig, stopServer);
+// A wrapper that is signalled may not pass the signal on: `npx deno task dev` forwards SIGTERM to
+// a `sh` that dies and leaves `deno task` and this script orphaned. Whenever one of the wrappers
+// goes away, stop.
+const ancestors = ancestorPids();
+if (ancestors.length) {
+  const watch = setInterval(() => {
+    if (ancestors.some((p) => !alive(p))) {
+      clearInterval(watch);
+      console.error("svc dev: the process that started me has gone; stopping");
+      stopServer();
+    }
+  }, 250);
+  Deno.unrefTimer(watch);
 }
 const status = await child.status;
 stopCluster();
 Deno.exit(status.code);
+
+/**
+ * The wrappers this script runs under, nearest first, from /proc (Linux): consecutive ancestors
+ * whose command line is this task's invocation (`deno task dev`, npm's `sh -c … task dev`) or npm's
+ * `npm exec` / `npx`. The user's own shell and what started it are not wrappers: a dev server left
+ * running after its shell exits (nohup, a script) keeps running.
+ */
+function ancestorPids(): number[] {
+  const out: number[] = [];
+  let pid = Deno.pid;
+  for (let i = 0; i < 16; i++) {
+    const ppid = parentOf(pid);
+    if (ppid === null || ppid <= 1) break;
+    let cmd = "";
+    try {
+      cmd = Deno.readTextFileSync(`/proc/${ppid}/cmdline`).replaceAll("\0", " ");
+    } catch { /* gone */ }
+    const wrapper = /\btask\s+dev\b/.test(cmd) || /^npm exec\b|\bnpx(-cli\.js)?\b/.test(cmd);
+    if (!wrapper) break;
+    out.push(ppid);
+    pid = ppid;
+  }
+  return out;
+}
+
+/** The parent pid of `pid` (field 4 of /proc/<pid>/stat), or null off Linux or when gone. */
+function parentOf(pid: number): number | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'.
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return null;
+  }
+}
+
+/** Whether `pid` still runs (a zombie has exited). */
+function alive(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
 
 /** The port dev will listen on (--http.port, SVC_HTTP__PORT or 8080); null for 0 (any). */
 function devPort(argv: string[]): number | null {

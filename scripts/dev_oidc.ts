@@ -22,7 +22,7 @@ begin
   if r is null then raise exception 'unknown user' using errcode = 'RS403'; end if;
   return jsonb_build_object(
     'jwt', jsonb_build_object('role', r, 'email', v_email),
-    'redirect', case when next ~ '^/[^/\\\\]' then next else '/svc/database.json' end);
+    'redirect', case when next ~ '^/[^/\\\\]' then next else '/' end);
 end $$;
 revoke execute on function public.sso_login(jsonb) from public;
 grant execute on function public.sso_login(jsonb) to "~anonymous";

@@ -5,6 +5,7 @@
 import denoJson from "../deno.json" with { type: "json" };
 import { KEYS, type KeySpec } from "./config/keys.ts";
 import { isPlanned } from "./config/planned.ts";
+import { storeTable } from "./config/load.ts";
 
 /** svc's version (deno.json `version`). */
 export const VERSION: string = denoJson.version;
@@ -34,7 +35,8 @@ export function helpText(): string {
     "  --help              print this help and exit",
     "  --version           print the version and exit",
     "  --print-setup-sql   print the SQL that creates the anonymous role and the authenticator",
-    "                      (NOINHERIT, granted the roles it may switch to) and exit",
+    "                      (NOINHERIT, granted the roles it may switch to), and the SSO replay",
+    "                      store's table when sso.store is set, and exit",
     "",
     "Configuration flags (also SVC_<SECTION>__<KEY> environment variables, or a config file",
     `given by --config / SVC_CONFIG); reference: ${CONFIG_REFERENCE}`,
@@ -49,8 +51,48 @@ export function helpText(): string {
   return lines.join("\n");
 }
 
-/** SQL creating the anonymous role and a NOINHERIT authenticator that can switch to it. */
-export function setupSql(opts: { anonymousRole: string; authenticator?: string }): string {
+/** The SQL creating the store's table (and its schema) for `table`, usable by `authenticator`. */
+export function storeSetupSql(table: string, authenticator: string): string {
+  const quoted = storeTable(table);
+  const parts = table.split(".");
+  const q = (s: string) => `"${s.replaceAll('"', '""')}"`;
+  const schema = parts.length === 2 ? q(parts[0]) : null;
+  const index = q(`${parts[parts.length - 1].slice(0, 50)}_expires_at`);
+  const auth = q(authenticator);
+  return `-- SSO replay store (sso.store = ${table}): consumed SAML assertion IDs and login states,
+-- shared by every svc process and replica. svc claims and purges rows as the authenticator.
+${
+    schema
+      ? `create schema if not exists ${schema};
+revoke all on schema ${schema} from public;
+grant usage on schema ${schema} to ${auth};
+`
+      : ""
+  }create table if not exists ${quoted} (
+  ns text not null,
+  key text not null,
+  expires_at timestamptz not null,
+  primary key (ns, key)
+);
+create index if not exists ${index} on ${quoted} (expires_at);
+revoke all on ${quoted} from public;
+grant select, insert, delete on ${quoted} to ${auth};
+`;
+}
+
+/** The roles --print-setup-sql names: the anonymous role and the authenticator (`pg.user`). */
+export interface SetupRoles {
+  /** `pg.query.anonymous_role`. */
+  anonymousRole: string;
+  /** The connecting user (`pg.user`, or the user of `pg.uri`); default `svc_authenticator`. */
+  authenticator?: string;
+}
+
+/**
+ * SQL creating the anonymous role and a NOINHERIT authenticator that can switch to it, and the
+ * SSO replay store's table when `store` (`sso.store`) is given.
+ */
+export function setupSql(opts: SetupRoles & { store?: string }): string {
   const q = (s: string) => `"${s.replaceAll('"', '""')}"`;
   const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
   const anon = opts.anonymousRole;
@@ -81,14 +123,27 @@ grant usage on schema public to ${q(anon)};
 
 -- Then start svc with --pg.uri=postgres://${auth}:…@host/db (and --pg.query.anonymous_role=${anon}
 -- if you chose another name).
-`;
+${
+    opts.store === undefined
+      ? `
+-- With SSO: add --sso.store=<schema.table> (e.g. svc_sso.used) to print the table that shares
+-- replay protection between svc's processes, restarts and replicas.
+`
+      : `
+${storeSetupSql(opts.store, auth)}`
+  }`;
 }
 
 /**
  * Handles the exit-early actions. Returns true when one ran (the caller exits 0).
- * `anonymousRole` is the configured (or default) anonymous role, used by --print-setup-sql.
+ * `roles` gives the configured anonymous role and authenticator and `store` the configured
+ * `sso.store`, used by --print-setup-sql.
  */
-export function runAction(args: string[], anonymousRole: () => string): boolean {
+export function runAction(
+  args: string[],
+  roles: () => SetupRoles,
+  store: () => string | undefined = () => undefined,
+): boolean {
   if (args.includes("--help") || args.includes("-h")) {
     console.log(helpText());
     return true;
@@ -98,7 +153,7 @@ export function runAction(args: string[], anonymousRole: () => string): boolean 
     return true;
   }
   if (args.includes("--print-setup-sql")) {
-    console.log(setupSql({ anonymousRole: anonymousRole() }));
+    console.log(setupSql({ ...roles(), store: store() }));
     return true;
   }
   return false;

@@ -31,6 +31,7 @@ export type ReloadHook = (state: AppState) => Promise<void> | void;
 export class Runtime {
   state: AppState | null = null;
   #inflight = new Set<AbortController>();
+  #held = 0;
   #hold: Promise<void> | null = null;
   #release: (() => void) | null = null;
   #idle: (() => void) | null = null;
@@ -45,7 +46,14 @@ export class Runtime {
 
   /** Enters a request: waits while a reload holds requests. Returns its abort signal and exit. */
   async enter(): Promise<{ signal: AbortSignal; leave: () => void }> {
-    while (this.#hold) await this.#hold;
+    if (this.#hold) {
+      this.#held++;
+      try {
+        while (this.#hold) await this.#hold;
+      } finally {
+        this.#held--;
+      }
+    }
     const ac = new AbortController();
     this.#inflight.add(ac);
     return {
@@ -60,6 +68,11 @@ export class Runtime {
   /** Number of requests in flight. */
   get inflight(): number {
     return this.#inflight.size;
+  }
+
+  /** Number of requests held by a reload (waiting to enter). */
+  get held(): number {
+    return this.#held;
   }
 
   /** Waits up to `seconds` for in-flight requests, then aborts the rest. */

@@ -20,6 +20,9 @@ import { ignoredEnv } from "./config/env.ts";
 import { createSso } from "./sso/mod.ts";
 import { surfaceHooks } from "./http/hooks.ts";
 import { serveMetrics } from "./http/metrics.ts";
+import { ClientWatch } from "./http/disconnect.ts";
+import { openReplayStore } from "./sso/store.ts";
+import { onceStore, setOnceStore } from "./util/once.ts";
 
 /** A running server. */
 export interface Server {
@@ -63,6 +66,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     maxSessionAge: cfg.jwt.max_session_age,
     cookieName: cfg.jwt.cookie_name,
     sameSite: cfg.jwt.same_site,
+    secure: cfg.jwt.secure,
   });
   const db = new Database(connectionString(cfg), {
     size: worker?.poolSize ?? cfg.pg.pool_size,
@@ -77,7 +81,18 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   const runtime = new Runtime(cfg);
   const routeHooks = surfaceHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
-  const app = createApp({ cfg, db, runtime, sessions, health, sso, routeHooks, cluster: worker });
+  const clientWatch = new ClientWatch();
+  const app = createApp({
+    cfg,
+    db,
+    runtime,
+    sessions,
+    health,
+    sso,
+    routeHooks,
+    cluster: worker,
+    clientWatch,
+  });
   const server = Deno.serve({
     hostname: cfg.http.host,
     port: worker?.port ?? cfg.http.port,
@@ -85,11 +100,16 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     onListen: () => {},
   }, app.fetch);
   const port = (server.addr as Deno.NetAddr).port;
+  clientWatch.listening(server.addr as Deno.NetAddr);
   if (!worker) {
     log.info("listening on {host}:{port}", { host: cfg.http.host, port });
     announceStart(cfg, port);
   }
   void sso.start();
+  // One process: its own replay store (with workers, the supervisor holds it).
+  const previousStore = onceStore();
+  const replayStore = worker ? null : openReplayStore(cfg);
+  if (replayStore) setOnceStore(replayStore);
   const metricsServer = !worker && cfg.http.metrics.port !== undefined
     ? serveMetrics(cfg.http.metrics.host, cfg.http.metrics.port)
     : null;
@@ -98,6 +118,9 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   const ready = worker
     ? runtime.loaded
     : loadUntilReady(() => runtime.reload("startup"), () => stopping);
+  // Every later reload fetches the SSO providers' metadata and keys again, in the background
+  // (held requests never wait for an identity provider).
+  void ready.then(() => runtime.hooks.push(() => void sso.refresh()));
 
   const shutdown = async () => {
     if (stopping) return;
@@ -106,12 +129,18 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     const drained = server.shutdown();
     await metricsServer?.shutdown();
     await runtime.drain(cfg.reload.drain_timeout);
+    clientWatch.close();
     log.debug("shutdown: in-flight requests drained");
     // Requests were cancelled by the drain; never let one that ignores it keep the process up.
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([drained, new Promise((r) => (timer = setTimeout(r, 5000)))]);
     clearTimeout(timer);
     log.debug("shutdown: listener closed");
+    sso.stop();
+    if (replayStore) {
+      setOnceStore(previousStore);
+      await replayStore.close();
+    }
     await Promise.all([db.close(), health.close()]);
     log.debug("shutdown: pool closed");
   };

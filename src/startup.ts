@@ -4,6 +4,7 @@
 import type { Config } from "./config/load.ts";
 import { loadConfig } from "./config/load.ts";
 import { log } from "./log.ts";
+import type { SetupRoles } from "./cli.ts";
 
 /** The URL clients use for a listen address (wildcards become localhost). */
 export function publicUrl(host: string, port: number): string {
@@ -21,12 +22,32 @@ export function announce(cfg: Config, port: number): void {
   }
 }
 
-/** The anonymous role of the configuration on the command line (for --print-setup-sql). */
-export function setupAnonymousRole(): string {
+/**
+ * The roles of the configuration on the command line and in the environment, for
+ * --print-setup-sql: the anonymous role and the authenticator, which is `pg.user` or the user
+ * named in `pg.uri` (else `svc_authenticator`).
+ */
+export function setupRoles(args: string[] = Deno.args): SetupRoles {
+  try {
+    const cfg = loadConfig({ args: args.filter((a) => a !== "--print-setup-sql") });
+    let user = cfg.pg.user;
+    if (!user && cfg.pg.uri) {
+      try {
+        user = decodeURIComponent(new URL(cfg.pg.uri).username) || undefined;
+      } catch { /* not a URL: keep the default */ }
+    }
+    return { anonymousRole: cfg.pg.query.anonymous_role, authenticator: user };
+  } catch {
+    return { anonymousRole: "~anonymous" };
+  }
+}
+
+/** `sso.store` of the configuration on the command line (for --print-setup-sql). */
+export function setupStore(): string | undefined {
   try {
     const args = Deno.args.filter((a) => a !== "--print-setup-sql");
-    return loadConfig({ args }).pg.query.anonymous_role;
+    return loadConfig({ args }).sso.store;
   } catch {
-    return "~anonymous";
+    return undefined;
   }
 }

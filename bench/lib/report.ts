@@ -124,6 +124,8 @@ export interface Report {
   cases: CaseResult[];
   /** The one-oversized-row probe (pg.query.max_row_size). */
   amplification?: BigProbe;
+  /** A batch of 100 wide items (≈ 2 GB streamed). */
+  wide_batch?: BigProbe;
   /** Primary-key read with metrics on and off (http.metrics.enable), alternating rounds. */
   /**
    * svc CPU time per primary-key read with metrics on and off, alternating rounds at 10
@@ -297,6 +299,14 @@ export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
       met: ampGrowth === null ? null : ampGrowth < 200 && ampOk === true,
     }],
     met: ampGrowth === null ? null : ampGrowth < 200 && ampOk === true,
+  });
+  const wide = r.wide_batch;
+  const wideOk = wide ? wide.growth_mb < 200 && wide.status.every((st) => st === 200) : null;
+  targets.push({
+    id: "wide_batch_rss",
+    text: "a batch of 100 items × 3,503 tracks × 200 keys (≈ 2 GB): 200, svc RSS growth < 200 MiB",
+    results: [{ connections: 1, value: wide ? wide.growth_mb : null, met: wideOk }],
+    met: wideOk,
   });
   const ttfb = big && big.ttfb_ms.length ? median(big.ttfb_ms) : null;
   const cold = big && big.ttfb_ms.length ? big.ttfb_ms[0] : null;

@@ -27,6 +27,8 @@ export interface SessionConfig {
   cookieName: string;
   /** `SameSite` attribute of the session cookie (default "Lax"). */
   sameSite: "Strict" | "Lax" | "None";
+  /** `jwt.secure`: whether the session cookie carries `Secure` (default true). */
+  secure?: boolean;
   /** Size of the verified-token LRU cache (default 10000; 0 disables it). */
   cacheSize?: number;
   /**
@@ -350,8 +352,9 @@ export class Sessions {
   }
 
   #setCookie(value: string, maxAge: number): string {
-    const { cookieName, sameSite } = this.#cfg;
-    return `${cookieName}=${value}; Max-Age=${maxAge}; Path=/; HttpOnly; Secure; SameSite=${sameSite}`;
+    const { cookieName, sameSite, secure } = this.#cfg;
+    const attrs = secure === false ? "HttpOnly" : "HttpOnly; Secure";
+    return `${cookieName}=${value}; Max-Age=${maxAge}; Path=/; ${attrs}; SameSite=${sameSite}`;
   }
 }
 

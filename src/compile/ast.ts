@@ -108,7 +108,7 @@ export interface RootKeys {
   rows: LiteralValue[][];
   /**
    * Instead of `rows`: a transaction-local setting holding them as a JSON array of arrays (set by
-   * the one-statement write pipelined ahead of the read-back).
+   * the write's statements pipelined ahead of the read-back).
    */
   setting?: string;
 }

@@ -95,6 +95,19 @@ export function compileRead(node: RelationNode, opts: CompileOptions = {}): Comp
 }
 
 /**
+ * The `where` of `node` as a condition over its alias (`node.sqlAlias`), its values bound as `$1`,
+ * `$2`, … (the scope of a write root's delete).
+ */
+export function compileCondition(
+  node: RelationNode,
+  params?: Record<string, unknown>,
+): Statement {
+  if (!node.where) throw new SvcError("INTERNAL", "compileCondition without where");
+  const c = new Compiler(node, params);
+  return c.statement(c.condition(node.where));
+}
+
+/**
  * A canonical string of the query's shape: the tree without literal values (only their SQL
  * type class). Two reads with the same shapeKey and options compile to the same SQL text.
  */

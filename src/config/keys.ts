@@ -412,6 +412,13 @@ export const KEYS: KeySpec[] = [
   },
   { key: "jwt.cookie_name", kind: "string", default: "accesstoken", doc: "Cookie name." },
   {
+    key: "jwt.secure",
+    kind: "bool",
+    default: true,
+    doc:
+      "Secure attribute of the session cookie. false only for a plain-http staging host (svc warns at startup); not with jwt.same_site=None.",
+  },
+  {
     key: "jwt.secret",
     kind: "string",
     doc: "Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret.",
@@ -486,6 +493,37 @@ export const KEYS: KeySpec[] = [
   },
   { key: "saml.<name>.certificate_path", kind: "string", doc: "Per-entry SP certificate." },
   { key: "saml.<name>.private_key_path", kind: "string", doc: "Per-entry SP private key." },
+  {
+    key: "saml.<name>.metadata_refresh",
+    kind: "int",
+    default: 3600,
+    doc:
+      "Seconds between IdP metadata re-fetches (sooner when its cacheDuration or validUntil says so; also on reload).",
+  },
+  {
+    key: "saml.<name>.allow_unsolicited",
+    kind: "bool",
+    default: false,
+    doc: "Accept IdP-initiated responses (no InResponseTo, no login started by this browser).",
+  },
+  {
+    key: "saml.<name>.allow_sha1",
+    kind: "bool",
+    default: false,
+    doc: "Accept SHA-1 signatures and digests (RSA-SHA1) from the IdP.",
+  },
+  {
+    key: "saml.<name>.max_response_size",
+    kind: "int",
+    default: 262144,
+    doc: "Largest SAMLResponse in bytes (decoded); larger is 413 before any XML parsing.",
+  },
+  {
+    key: "sso.store",
+    kind: "string",
+    doc:
+      "Table (schema.table) recording consumed SSO assertion and state ids for every process; unset: in memory, per process.",
+  },
   // logging, reload, export
   {
     key: "logging.handler",

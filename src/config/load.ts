@@ -46,6 +46,14 @@ export interface SamlConfig {
   callback_function?: string;
   certificate_path?: string;
   private_key_path?: string;
+  /** Seconds between IdP metadata re-fetches. */
+  metadata_refresh: number;
+  /** Accept IdP-initiated (unsolicited) responses. */
+  allow_unsolicited: boolean;
+  /** Accept SHA-1 signatures and digests. */
+  allow_sha1: boolean;
+  /** Largest accepted SAMLResponse, decoded bytes. */
+  max_response_size: number;
 }
 
 /** The typed, validated configuration. */
@@ -121,10 +129,13 @@ export interface Config {
     same_site: "Strict" | "Lax" | "None";
     algorithm: "HS256" | "HS384" | "HS512";
     cookie_name: string;
+    secure: boolean;
     secret?: string;
   };
   openid: Record<string, OpenIdConfig>;
   saml: Record<string, SamlConfig> & { certificate_path?: string; private_key_path?: string };
+  /** `sso.store`: the replay store table (unset: in memory, per process). */
+  sso: { store?: string };
   logging: {
     handler: "pretty" | "json";
     level: "debug" | "info" | "warn" | "error";
@@ -317,7 +328,25 @@ function build(flat: Flat): Config {
   for (const [name, v] of Object.entries(saml)) {
     if (name === "certificate_path" || name === "private_key_path") continue;
     const entry = v as Record<string, unknown>;
-    if (entry.force_signed_requests === undefined) entry.force_signed_requests = true;
+    for (const spec of KEYS) {
+      if (!spec.key.startsWith("saml.<name>.") || spec.default === undefined) continue;
+      const leaf = spec.key.split(".").pop()!;
+      if (entry[leaf] === undefined) entry[leaf] = structuredClone(spec.default);
+    }
+    for (const [leaf, min] of [["metadata_refresh", 1], ["max_response_size", 1024]] as const) {
+      if ((entry[leaf] as number) < min) {
+        throw new ConfigError(`invalid value for "saml.${name}.${leaf}": expected at least ${min}`);
+      }
+    }
+  }
+  out.sso ??= {};
+  const store = (out.sso as { store?: string }).store;
+  if (store !== undefined) {
+    try {
+      storeTable(store);
+    } catch (e) {
+      throw new ConfigError(`invalid value for "sso.store": ${(e as Error).message}`);
+    }
   }
   out.blacklist ??= {};
   const bl = out.blacklist as Record<string, unknown>;
@@ -334,6 +363,11 @@ function build(flat: Flat): Config {
   const granular = ["pg.host", "pg.port", "pg.database", "pg.user", "pg.password"].filter((k) =>
     explicit.has(k)
   );
+  if (!cfg.jwt.secure && cfg.jwt.same_site === "None") {
+    throw new ConfigError(
+      "jwt.secure=false cannot be combined with jwt.same_site=None (browsers drop such a cookie)",
+    );
+  }
   if (cfg.pg.uri !== undefined && granular.length > 0) {
     throw new ConfigError(
       `pg.uri cannot be combined with ${
@@ -398,6 +432,21 @@ export function workerCount(cfg: Config): number {
     throw new ConfigError(`invalid value for "http.workers": expected at least 1, got ${asked}`);
   }
   return Math.max(1, Math.min(asked, cfg.pg.pool_size));
+}
+
+/**
+ * `sso.store` (`schema.table` or `table`) as a quoted SQL name; throws on an unusable name. A
+ * bare table name is qualified by nothing (the connection's search_path decides).
+ */
+export function storeTable(name: string): string {
+  const parts = name.split(".");
+  if (
+    parts.length > 2 ||
+    parts.some((p) => p === "" || p.length > 63 || p.includes("\0") || p !== p.trim())
+  ) {
+    throw new Error(`expected schema.table, got ${JSON.stringify(name)}`);
+  }
+  return parts.map((p) => `"${p.replaceAll('"', '""')}"`).join(".");
 }
 
 /** The connection string to use: pg.uri, or one built from the granular fields. */

@@ -9,7 +9,7 @@ import { Connection } from "../pg/connection.ts";
 import { type ConnectConfig, resolveConfig } from "../pg/config.ts";
 import { PgConnectionError, PgError, PgSkippedError } from "../pg/errors.ts";
 import { JsonArraySink } from "../pg/json.ts";
-import type { Result, Statement } from "../pg/connection.ts";
+import type { Result, RowSink, Statement } from "../pg/connection.ts";
 import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -43,6 +43,8 @@ const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claim
 const BEGIN: Statement = { sql: "begin" };
 const COMMIT: Statement = { sql: "commit" };
 const ROLLBACK: Statement = { sql: "rollback" };
+/** A SQL NULL row of a streamed read, as JSON. */
+const NULL_JSON = new TextEncoder().encode("null");
 
 /** The statement setting the transaction's role, claims, statement timeout and request id. */
 function setRole(who: RequestRole, statementTimeout: number): Statement {
@@ -61,6 +63,17 @@ export interface RequestTx extends Tx {
    * ahead of whatever follows, and its failure fails the transaction at commit.
    */
   send(sql: string): void;
+  /**
+   * Runs a read whose rows are JSON texts (first column) through a protocol cursor: `each` gets
+   * `batch` raw rows at a time, and the next batch is fetched only once its promise resolved
+   * (a rejection ends the read with that error), so one batch is in memory at a time.
+   */
+  rows(
+    sql: string,
+    params: unknown[],
+    batch: number,
+    each: (rows: Uint8Array[]) => Promise<void> | void,
+  ): Promise<void>;
 }
 
 /** Figures of a request pool (health, metrics). */
@@ -447,6 +460,7 @@ export class Database {
     const conn = lease.conn;
     const touch = lease.touch;
     const sent: Promise<unknown>[] = [];
+    let portals = 0;
     const signal = who.signal;
     const onAbort = () => lease.cancel();
     if (signal?.aborted) onAbort();
@@ -464,7 +478,30 @@ export class Database {
         if (tooMany) return Promise.reject(tooMany);
         const q = conn.query({ sql, params, prepare: opts?.prepare ?? true });
         q.then(touch, touch);
-        return q.then((r) => r.rows);
+        return q.then(withCount);
+      },
+      rows: async (sql, params, batch, each) => {
+        const tooMany = this.paramsError(params);
+        if (tooMany) throw tooMany;
+        // A named portal with a row limit: it survives the transaction's other statements (which
+        // use the unnamed one) between fetches, and ends with the transaction.
+        const portal = `svc_rows${++portals}`;
+        let got: Uint8Array[] = [];
+        const sink: RowSink = {
+          row: (buf, start, end) => got.push(end < start ? NULL_JSON : buf.slice(start, end)),
+        };
+        let r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
+        touch(); // a batch of rows came: the lease makes progress
+        for (;;) {
+          if (got.length) {
+            const rows = got;
+            got = [];
+            await each(rows); // back-pressure: the next batch is asked for once these are taken
+          }
+          if (!r.suspended) return;
+          r = await conn.fetch(portal, batch, { sink });
+          touch();
+        }
       },
     };
     const begin = conn.query(BEGIN);
@@ -486,6 +523,12 @@ export class Database {
         throw failed ? failed.reason : rootCause(e);
       }
       await started;
+      // A request cancelled (client gone, drain) while its last statement ran never commits.
+      if (who.signal?.aborted) {
+        throw new SvcError("PG_57014", "the request was cancelled before it committed", {
+          status: 504,
+        });
+      }
       const commit = conn.query(COMMIT);
       const [done] = await Promise.all([commit, ...sent]);
       if (done.command === "ROLLBACK") {
@@ -523,10 +566,28 @@ export class Database {
     const lease = await this.acquire(who.signal, who.requestId);
     const batch: Statement[] = [BEGIN, setRole(who, this.statementTimeout)];
     for (const s of statements) batch.push({ sql: s.sql, params: s.params });
-    batch.push(end === "commit" ? COMMIT : ROLLBACK);
-    const results = await run(lease, batch, who.signal, statements.length);
+    const conn = lease.conn;
+    const signal = who.signal;
+    const onAbort = () => lease.cancel();
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+    // The end is a batch of its own (its own Sync) in the same write: after a failed statement it
+    // still runs and ends the transaction (PostgreSQL answers the commit of a failed transaction
+    // with ROLLBACK), so no separate rollback follows the error — one round trip either way.
+    const [body, closing] = conn.corked(() => [
+      conn.execute(batch),
+      conn.execute([end === "commit" ? COMMIT : ROLLBACK]),
+    ]);
+    const [ran, ended] = await Promise.allSettled([body, closing]);
+    signal?.removeEventListener("abort", onAbort);
+    const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
+    // Over either way once the end went through: nothing left to roll back.
+    lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
+    if (ran.status === "rejected") throw statementError(ran.reason, statements.length);
+    if (ended.status === "rejected") throw statementError(ended.reason, -1);
+    const results = ran.value;
     const out: Row[][] = new Array(statements.length);
-    for (let i = 0; i < statements.length; i++) out[i] = results[i + 2].rows;
+    for (let i = 0; i < statements.length; i++) out[i] = withCount(results[i + 2]);
     return out;
   }
 
@@ -555,6 +616,12 @@ export class Database {
       if (c) await c.close(100).catch(() => {});
     }));
   }
+}
+
+/** A result's rows carrying the command's row count as `count` (see {@link Tx.query}). */
+function withCount(r: Result): Row[] {
+  const rows = Object.isFrozen(r.rows) ? [] : r.rows;
+  return Object.assign(rows, { count: r.rowCount });
 }
 
 /** Whether `e` only follows an earlier failure (skipped, or sent into a failed transaction). */

@@ -19,13 +19,14 @@ export interface ErrorContext {
 interface PgLike {
   code?: string;
   message: string;
+  /** Where in the statement text the error is (set for errors of the statement itself). */
+  position?: string;
   detail?: string;
   hint?: string;
   where?: string;
   column_name?: string;
   constraint_name?: string;
   table_name?: string;
-  position?: string;
   internal_position?: string;
 }
 

@@ -9,6 +9,20 @@ export const PLAYGROUND_BODY = String.raw`
 <header>
   <h1>svc playground</h1>
   <span class="muted">Queries run as this browser's session (the anonymous role without one).</span>
+  <details id="login-box">
+    <summary>log in <span id="login-status" role="status"></span></summary>
+    <form id="login-form">
+      <label>login route <input id="login-path" value="/login" size="12"></label>
+      <label>body <input id="login-body" value='{"email": "", "password": ""}' size="40"></label>
+      <button type="submit" id="login-submit">Log in</button>
+      <label>logout route <input id="logout-path" value="/logout" size="10"></label>
+      <button type="button" id="logout-submit">Log out</button>
+      <p class="muted">Posts the body as JSON to your login route (a function declared with
+        <code>route:: path: /login, method: POST</code> that returns a <code>jwt</code>); the session
+        cookie it sets is used by every query here. In development, <code>deno task token &lt;role&gt;</code>
+        prints a token to send as the <code>accesstoken</code> cookie instead.</p>
+    </form>
+  </details>
 </header>
 <main>
   <aside id="side">
@@ -64,6 +78,12 @@ body { margin: 0; font: 14px/1.4 system-ui, sans-serif; color: #1d232b; backgrou
 header { display: flex; gap: 1em; align-items: baseline; padding: 8px 16px; background: #23303f; color: #fff; }
 header h1 { font-size: 17px; margin: 0; }
 header .muted { color: #c5ced8; }
+#login-box { margin-left: auto; }
+#login-box summary { cursor: pointer; }
+#login-form { position: absolute; right: 16px; z-index: 2; max-width: 560px; padding: 8px; background: #fff;
+  color: #1d232b; border: 1px solid #8d96a1; display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
+#login-form .muted { color: #6b7480; margin: 0; }
+#empty-note { margin: 4px 0; }
 .muted { color: #6b7480; font-size: 12px; }
 main { display: grid; grid-template-columns: 260px minmax(320px, 1fr) minmax(320px, 1.2fr); gap: 12px; padding: 12px; }
 aside { max-height: calc(100vh - 70px); overflow: auto; background: #fff; border: 1px solid #d6dae0; padding: 8px; }
@@ -95,6 +115,8 @@ button.use { font-size: 11px; margin-left: 4px; }
 .tab { background: #fff; border: 1px solid #b9c0c9; padding: 8px; margin: 0; max-height: calc(100vh - 130px); overflow: auto; }
 pre.tab { font-size: 12px; white-space: pre-wrap; }
 #curl { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; }
+#tab-get p { margin: 0 0 8px; }
+#get-link { overflow-wrap: anywhere; word-break: break-all; font-family: ui-monospace, monospace; font-size: 12px; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { border: 1px solid #d6dae0; padding: 2px 6px; vertical-align: top; text-align: left; }
 th { background: #eef0f3; }
@@ -125,6 +147,7 @@ async function loadSchema() {
   const body = await res.json();
   if (!res.ok) { showError(body, null); return; }
   db = body;
+  rels.clear();
   for (const s of db.schemas) for (const r of s.relations) {
     r.schema = s.name;
     if (!rels.has(r.name)) rels.set(r.name, r);
@@ -145,6 +168,12 @@ function renderRelations() {
   const f = $("filter").value.trim().toLowerCase();
   const box = $("relations");
   box.replaceChildren();
+  if (!db.schemas.some((s) => s.relations.length)) {
+    box.append(el("p", { id: "empty-note", class: "muted" },
+      "This role can read nothing: no relation is granted to it (the anonymous role, without a " +
+      "session). Log in (top right), or grant it privileges in the database."));
+    return;
+  }
   for (const s of db.schemas) for (const r of s.relations) {
     const q = s.name === "public" ? r.name : s.name + "." + r.name;
     if (f && !q.toLowerCase().includes(f)) continue;
@@ -427,6 +456,7 @@ async function run() {
   try { q = JSON.parse(editor.value); } catch (e) {
     const m = /position (\d+)/.exec(e.message);
     const at = m ? Number(m[1]) : editor.value.length;
+    clearResult();
     showError({ code: "JSON", message: e.message }, null, [at, Math.min(at + 1, editor.value.length)]);
     return;
   }
@@ -437,6 +467,7 @@ async function run() {
   const res = await fetch("/svc", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   const text = await res.text();
   const ms = Math.round(performance.now() - t0);
+  clearResult();
   let data;
   try { data = JSON.parse(text); } catch { data = text; }
   $("status").textContent = res.status + " in " + ms + " ms";
@@ -458,6 +489,12 @@ async function run() {
   $("tab-plan").textContent = !f.query_plan ? "Tick \u201cquery_plan\u201d and run to see the plan." :
     (data.query_plan && data.query_plan.length ? JSON.stringify(data.query_plan, null, 2)
       : "The server does not show plans (pg.query.allow_query_plan is off).");
+}
+
+/** Empties every result tab, so an error never leaves an earlier result on screen. */
+function clearResult() {
+  $("tab-table").replaceChildren();
+  for (const t of ["tab-json", "tab-sql", "tab-plan"]) $(t).textContent = "";
 }
 
 function tableOf(v) {
@@ -579,6 +616,27 @@ for (const b of document.querySelectorAll("#tabs button")) {
   });
 }
 $("run").addEventListener("click", run);
+
+// ---- session: log in through the application's own login route ---------------------------
+async function postJson(path, body) {
+  const res = await fetch(path, { method: "POST", headers: { "content-type": "application/json" }, body });
+  let data = null;
+  try { data = await res.json(); } catch { /* no JSON body */ }
+  return { res, data };
+}
+$("login-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const { res, data } = await postJson($("login-path").value, $("login-body").value);
+  $("login-status").textContent = res.ok ? "logged in" :
+    "login failed: " + res.status + (data && data.message ? " " + data.message : "");
+  if (res.ok) { $("login-box").open = false; clearResult(); await loadSchema(); }
+});
+$("logout-submit").addEventListener("click", async () => {
+  const { res } = await postJson($("logout-path").value, "{}");
+  $("login-status").textContent = res.ok ? "logged out" : "logout failed: " + res.status;
+  clearResult();
+  await loadSchema();
+});
 $("filter").addEventListener("input", renderRelations);
 $("copy-curl").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText($("curl").textContent));
 setEditor(JSON.stringify({ relation: "", limit: 10 }, null, 2));

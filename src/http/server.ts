@@ -29,6 +29,7 @@ import { playgroundResponse } from "./playground.ts";
 import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
 import { checkAssumable } from "../auth/assume.ts";
+import { type ClientWatch, isStreamed } from "./disconnect.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -56,6 +57,8 @@ export interface AppDeps {
   sso?: Sso;
   /** Set when this app is one worker of several: health and metrics cover every worker. */
   cluster?: Cluster;
+  /** Watches requests' connections for clients the HTTP server does not report gone. */
+  clientWatch?: ClientWatch;
 }
 
 /** What a worker asks its supervisor for (src/workers/). */
@@ -92,12 +95,23 @@ export function createApp(deps: AppDeps): Hono<Env> {
 
   // Access log, hold-during-reload, session resolution: shared by the Hono middleware below and
   // the direct path of GET/POST /svc (at the end).
-  /** The request's identity: its session's role and claims, and its cancel signal. */
+  /**
+   * The request's identity: its session's role and claims, and its cancel signal; `unwatch` stops
+   * watching its connection.
+   */
   const identify = async (
     req: Request,
     rid: string,
     gate: { signal: AbortSignal },
-  ): Promise<{ who: RequestRole; anonymous: boolean; setCookie: string | null }> => {
+    info: Deno.ServeHandlerInfo | undefined,
+  ): Promise<
+    {
+      who: RequestRole;
+      anonymous: boolean;
+      setCookie: string | null;
+      unwatch: (() => void) | undefined;
+    }
+  > => {
     const session = await sessions.resolve(req.headers.get("cookie"));
     // A client that goes away cancels its statement, as reload and shutdown do (also while a
     // large answer streams). A plain controller fed by two listeners: AbortSignal.any measured
@@ -113,6 +127,12 @@ export function createApp(deps: AppDeps): Hono<Env> {
       if (gate !== UNGATED) gate.signal.addEventListener("abort", onAbort, { once: true });
       client.addEventListener("abort", onAbort, { once: true });
     }
+    // The server aborts `req.signal` only for requests whose body came with their head
+    // (src/http/disconnect.ts): the others' connections are watched while they run.
+    const unwatch = gate === UNGATED ? undefined : deps.clientWatch?.watch(
+      info,
+      () => ac.abort(new DOMException("the client went away", "AbortError")),
+    );
     const claims = session.claims;
     return {
       who: claims
@@ -120,6 +140,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
         : { role: cfg.pg.query.anonymous_role, claims: null, signal, requestId: rid },
       anonymous: !claims,
       setCookie: session.setCookie,
+      unwatch,
     };
   };
   const recording = metricsRecorded(cfg);
@@ -170,8 +191,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
     const gate = c.req.path.startsWith("/svc/health") ? UNGATED : await runtime.enter();
     c.set("anonymous", true);
     c.set("setCookie", null);
+    let unwatch: (() => void) | undefined;
     try {
-      const id = await identify(c.req.raw, rid, gate);
+      const id = await identify(c.req.raw, rid, gate, c.env as Deno.ServeHandlerInfo | undefined);
+      unwatch = id.unwatch;
       c.set("setCookie", id.setCookie);
       c.set("who", id.who);
       c.set("anonymous", id.anonymous);
@@ -186,6 +209,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
     } finally {
       gate.leave();
       const res = c.res;
+      // A streamed answer's statements run on: its connection stays watched until it is sent.
+      if (unwatch && !isStreamed(res)) unwatch();
       const out = finishRequest(res, {
         t0,
         rid,
@@ -331,7 +356,11 @@ export function createApp(deps: AppDeps): Hono<Env> {
   // GET and POST /svc directly: the steps of the middleware above (surface, access, routes and
   // middleware ahead of /svc) and of the handlers, in the same order, without Hono's router,
   // context and middleware chain. Every other request (HEAD, OPTIONS, /svc/…) goes through Hono.
-  const direct = async (req: Request, method: "GET" | "POST"): Promise<Response> => {
+  const direct = async (
+    req: Request,
+    method: "GET" | "POST",
+    info: Deno.ServeHandlerInfo | undefined,
+  ): Promise<Response> => {
     const path = "/svc";
     const early = surfaceAnswer(cfg, req, path);
     if (early) return early;
@@ -342,10 +371,11 @@ export function createApp(deps: AppDeps): Hono<Env> {
     let anonymous = true;
     let setCookie: string | null = null;
     let who: RequestRole | undefined;
+    let unwatch: (() => void) | undefined;
     let res: Response;
     try {
-      const id = await identify(req, rid, gate);
-      ({ who, anonymous, setCookie } = id);
+      const id = await identify(req, rid, gate, info);
+      ({ who, anonymous, setCookie, unwatch } = id);
       if (!anonymous) checkAssumable(who.role, runtime.state?.schema.currentUser);
       const state = runtime.state;
       const answer = routed(state, path)
@@ -367,13 +397,16 @@ export function createApp(deps: AppDeps): Hono<Env> {
     } finally {
       gate.leave();
     }
+    if (unwatch && !isStreamed(res)) unwatch();
     res = finishRequest(res, { t0, rid, kind, method, path, setCookie, role: who?.role });
     return surfaceDecorate(cfg, req, path, res);
   };
   const viaHono = app.fetch;
   app.fetch = (req, env, executionCtx) => {
     const method = req.method;
-    if ((method === "POST" || method === "GET") && isSvcUrl(req.url)) return direct(req, method);
+    if ((method === "POST" || method === "GET") && isSvcUrl(req.url)) {
+      return direct(req, method, env as Deno.ServeHandlerInfo | undefined);
+    }
     return viaHono(req, env, executionCtx);
   };
   return app;

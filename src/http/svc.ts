@@ -21,13 +21,13 @@ import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../compile/complex.ts";
 import { parseGetQuery } from "../compile/get.ts";
 import { planWrite } from "../write/plan.ts";
-import { executeWrite, resultOfCte, type WriteResult } from "../write/execute.ts";
-import { compileCteWrite, type CteWrite, ROOT_KEYS_SETTING } from "../write/cte.ts";
-import type { WritePlan } from "../write/plan.ts";
+import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
+import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { resolveParams } from "../wellknown/mod.ts";
 import type { AppState } from "../runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
 import { capRowSize } from "../compile/rowsize.ts";
+import { markStreamed } from "./disconnect.ts";
 
 /** What the handler needs per request. */
 export interface SvcContext {
@@ -219,8 +219,64 @@ export function readCacheStats(): { size: number; bytes: number } {
 /** Requests longer than this are not cached. */
 const CACHE_MAX_KEY = 4096;
 
+/**
+ * Parsed write queries by (state, role, pointer, query text): a repeated write skips parsing and
+ * validating its query (its SQL per payload shape is cached on the parsed tree, see
+ * src/write/compile.ts). Emptied when a reload swaps the state; the oldest entry goes first.
+ */
+class WriteQueryCache {
+  #state: AppState | null = null;
+  #map = new Map<string, RelationNode>();
+
+  /** A cache of at most `max` entries. */
+  constructor(readonly max = 256) {}
+
+  /** The tree cached for `key` under `state` (a new state empties the cache first). */
+  get(state: AppState, key: string): RelationNode | undefined {
+    if (state !== this.#state) {
+      this.#state = state;
+      this.#map.clear();
+      return undefined;
+    }
+    return this.#map.get(key);
+  }
+
+  /** Caches `node` for `key`. */
+  set(key: string, node: RelationNode): void {
+    if (this.#map.size >= this.max) this.#map.delete(this.#map.keys().next().value!);
+    this.#map.set(key, node);
+  }
+}
+
+const writeQueries = new WriteQueryCache();
+
+/**
+ * Resolves a write's query position (see {@link resolve}), an ad-hoc one through
+ * {@link writeQueries} (not one casting to row types: that depends on the role's privileges).
+ */
+async function resolveWrite(
+  ctx: SvcContext,
+  query: unknown,
+  pointer: string,
+  tx?: RequestTx,
+): Promise<Resolved> {
+  if (!isObject(query) || "wellknown" in query) return await resolve(ctx, query, pointer, tx);
+  const text = JSON.stringify(query);
+  if (text.length > CACHE_MAX_KEY) return await resolve(ctx, query, pointer, tx);
+  const key = `${ctx.who.role}\0${pointer}\0${text}`;
+  const hit = writeQueries.get(ctx.state, key);
+  if (hit) return { node: hit };
+  const r = await resolve(ctx, query, pointer, tx);
+  if (!r.rowTyped) writeQueries.set(key, r.node);
+  return r;
+}
+
+/** Read-backs by query and root-key setting (their text and values depend on nothing else). */
+const readBacks = new WeakMap<RelationNode, Map<string, Statement>>();
+
 function jsonResponse(body: Uint8Array | string | ReadableStream<Uint8Array>): Response {
-  return new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
+  const res = new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
+  return body instanceof ReadableStream ? markStreamed(res) : res;
 }
 
 /** A plain read answered from raw JSON rows: one round trip, streamed when large. */
@@ -277,36 +333,106 @@ async function explain(tx: RequestTx, sql: string, params: unknown[]): Promise<u
   return Array.isArray(parsed) ? parsed[0] : parsed;
 }
 
-/** Runs one ComplexQuery inside the transaction; returns the bare selection or the envelope. */
-async function runOne(
-  ctx: SvcContext,
-  tx: RequestTx,
-  q: ComplexQuery,
-  pointer: string,
-  pre?: PlannedWrite,
-): Promise<unknown> {
-  const allow = ctx.cfg.pg.query;
-  if (q.rollback && !allow.allow_rollback) {
+/** A write resolved and compiled ahead of its transaction. */
+interface PlannedWrite {
+  r: Resolved;
+  w: CompiledWrite;
+}
+
+/** A query of a POST body, resolved (a write also planned) before its transaction starts. */
+interface Planned {
+  q: ComplexQuery;
+  r: Resolved;
+  /** Set for a write. */
+  write?: PlannedWrite;
+}
+
+/**
+ * Resolves a query of a POST body at `pointer` (and plans it, for a write): every 4xx it can
+ * cause is thrown here, before any SQL runs.
+ */
+async function planQuery(ctx: SvcContext, q: ComplexQuery, pointer: string): Promise<Planned> {
+  if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
     throw new SvcError(
       "QUERY_ROLLBACK_NOT_GRANTED",
       "rollback is disabled (pg.query.allow_rollback)",
     );
   }
-  const r = pre?.r ?? await resolve(
-    ctx,
-    q.query,
-    `${pointer}${q.complex || q.data !== undefined ? "/query" : ""}`,
-    tx,
-  );
   const isWrite = q.data !== undefined;
+  // A row-type cast asks PostgreSQL what the role may select (resolve), before the transaction.
+  const at = `${pointer}${q.complex || isWrite ? "/query" : ""}`;
+  if (!isWrite) return { q, r: await resolve(ctx, q.query, at) };
+  const r = await resolveWrite(ctx, q.query, at);
+  const readBackWanted = q.returns !== "none";
+  const w = compileWrite(
+    planWrite(r.node, q.data, `${pointer}/data`, { readBack: readBackWanted }),
+    { params: r.params, readBack: readBackWanted },
+  );
+  return { q, r, write: { r, w } };
+}
+
+/** Runs one planned write inside the transaction; returns the bare selection or the envelope. */
+async function runWrite(
+  ctx: SvcContext,
+  tx: RequestTx,
+  q: ComplexQuery,
+  { r, w }: PlannedWrite,
+): Promise<unknown> {
   const want = wanted(ctx, q);
   const out: Record<string, unknown> = {};
   if (q.rollback) tx.send("savepoint svc_rollback");
-  if (!isWrite) {
-    const compiled = compileRead(r.node, { params: r.params, count: want.count });
-    const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);
-    const rows = parseRows(await tx.query(capped.sql, capped.params));
-    if (q.returns !== "none") out.result = rows;
+  // The statements and the read-back pipelined: one round trip.
+  const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
+  const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, back ? [back] : []);
+  writeOutput(out, q, want, wr, back, wr.after[0] ?? []);
+  if (q.rollback) tx.send("rollback to savepoint svc_rollback");
+  return q.complex ? withWarnings(ctx, q, out) : out.result;
+}
+
+/**
+ * Streams a read's rows into `sink` as one JSON array (`sink` null: runs it and drops the rows),
+ * {@link FETCH_BATCH} rows at a time, each batch fetched once the previous one was taken.
+ */
+async function streamRows(
+  tx: RequestTx,
+  stmt: { sql: string; params: unknown[] },
+  sink: AnswerSink | null,
+): Promise<void> {
+  let first = true;
+  await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, async (rows) => {
+    if (!sink) return;
+    for (const row of rows) {
+      sink.push(first ? OPEN : COMMA);
+      sink.push(row);
+      first = false;
+      const taken = sink.flush();
+      if (taken) await taken;
+    }
+  });
+  sink?.push(first ? EMPTY : CLOSE);
+}
+
+/**
+ * Runs one planned read inside the transaction and streams its answer into `sink`: the bare rows,
+ * or the ComplexResult envelope (its `result` streamed, its other members after it).
+ */
+async function streamRead(
+  ctx: SvcContext,
+  tx: RequestTx,
+  { q, r }: Planned,
+  sink: AnswerSink,
+): Promise<void> {
+  const want = wanted(ctx, q);
+  if (q.rollback) tx.send("savepoint svc_rollback");
+  const compiled = compileRead(r.node, { params: r.params, count: want.count });
+  const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);
+  if (!q.complex) {
+    await streamRows(tx, capped, sink);
+  } else {
+    const withResult = q.returns !== "none";
+    if (withResult) sink.push(RESULT);
+    await streamRows(tx, capped, withResult ? sink : null);
+    const out: Record<string, unknown> = {};
     if (q.count) {
       if (want.count && compiled.count) {
         const c = await tx.query(compiled.count.sql, compiled.count.params);
@@ -321,38 +447,184 @@ async function runOne(
         : [];
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
-  } else {
-    const plan = pre?.plan ??
-      planWrite(r.node, q.data, `${pointer}/data`, { readBack: q.returns !== "none" });
-    const cte = want.plan ? null : pre ? pre.cte : compileCteWrite(plan);
-    if (cte) {
-      // One statement, and the read-back pipelined right behind it.
-      const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
-      const settled = await Promise.allSettled([
-        tx.query(cte.sql, cte.params),
-        ...(back ? [tx.query(back.sql, back.params)] : []),
-      ]);
-      const [wrote, read] = settled;
-      if (wrote.status === "rejected") throw cte.error(wrote.reason);
-      if (read?.status === "rejected") throw read.reason;
-      const wr = resultOfCte(cte, wrote.value[0], { sql: want.sql, queryPlan: false });
-      writeOutput(out, q, want, wr, back, read?.status === "fulfilled" ? read.value : []);
-    } else {
-      const wr = await executeWrite(tx, plan, { sql: want.sql, queryPlan: want.plan });
-      let back: { sql: string; params: unknown[] } | null = null;
-      let rows: Record<string, unknown>[] = [];
-      if (q.returns !== "none") {
-        back = capRowSize(
-          compileRead(r.node, { params: r.params, rootKeys: wr.rootKeys }).rows,
-          ctx.cfg.pg.query.max_row_size,
-        );
-        rows = await tx.query(back.sql, back.params);
-      }
-      writeOutput(out, q, want, wr, back, rows);
-    }
+    const rest = JSON.stringify(withWarnings(ctx, q, out));
+    sink.push(
+      encoder.encode(withResult ? (rest === "{}" ? "}" : `,${rest.slice(1)}`) : rest),
+    );
   }
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
-  return q.complex ? out : out.result;
+}
+
+const encoder = new TextEncoder();
+const OPEN = encoder.encode("[");
+const COMMA = encoder.encode(",");
+const CLOSE = encoder.encode("]");
+const EMPTY = encoder.encode("[]");
+const NULL = encoder.encode("null");
+const RESULT = encoder.encode('{"result":');
+
+/**
+ * Bytes of an answer built by {@link answer} that are held before it is streamed: an answer that
+ * ends within them goes out in one piece, with the status of its outcome.
+ */
+const ANSWER_BUFFER = 1024 * 1024;
+
+/** Streamed chunks are about this large (small pieces are joined first). */
+const CHUNK = 256 * 1024;
+
+function concat(parts: Uint8Array[], n: number): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/**
+ * The bytes of an answer as they are produced: held while they fit {@link ANSWER_BUFFER}, then
+ * streamed to the client with backpressure ({@link flush} resolves once the client took enough).
+ */
+class AnswerSink {
+  #parts: Uint8Array[] = [];
+  #size = 0;
+  #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
+  /** The last write to the client (its failure: the client is gone). */
+  #last: Promise<void> = Promise.resolve();
+
+  /** `stream` is called once, with the body, when the answer outgrows the buffer. */
+  constructor(readonly stream: (body: ReadableStream<Uint8Array>) => void) {}
+
+  /** Whether bytes were handed to the client already (the status is then sent). */
+  get streaming(): boolean {
+    return this.#writer !== null;
+  }
+
+  /** Appends bytes (never written to afterwards). */
+  push(b: Uint8Array): void {
+    this.#parts.push(b);
+    this.#size += b.length;
+  }
+
+  /** Streams what is held once there is enough of it; resolves when the client can take more. */
+  flush(): Promise<void> | undefined {
+    if (this.#writer ? this.#size < CHUNK : this.#size <= ANSWER_BUFFER) return undefined;
+    if (!this.#writer) {
+      const ts = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: 4 }, {
+        highWaterMark: 4,
+      });
+      this.#writer = ts.writable.getWriter();
+      this.stream(ts.readable);
+    }
+    return this.#send();
+  }
+
+  /** Resolves when every byte handed to the client was taken; rejects when the client is gone. */
+  settled(): Promise<void> {
+    return this.#last;
+  }
+
+  /** The whole answer, when it never outgrew the buffer. */
+  bytes(): Uint8Array {
+    return concat(this.#parts, this.#size);
+  }
+
+  /** Sends what is left and ends the stream. */
+  async end(): Promise<void> {
+    await this.#send();
+    await this.#writer!.close();
+  }
+
+  /** Ends the stream with an error: the client sees a truncated answer. */
+  abort(e: unknown): void {
+    this.#writer?.abort(e).catch(() => {});
+  }
+
+  #send(): Promise<void> {
+    const chunk = concat(this.#parts, this.#size);
+    this.#parts = [];
+    this.#size = 0;
+    const sent = this.#writer!.write(chunk);
+    this.#last = sent;
+    sent.catch(() => {}); // reported through `settled` or the next write
+    return sent;
+  }
+}
+
+/**
+ * Runs planned queries in one transaction and answers with their results (a JSON array when
+ * `batch`, else the one result), each streamed as it is produced: one query's rows are in memory
+ * at a time. An answer that fits {@link ANSWER_BUFFER} is sent whole once committed (a failure
+ * gets its own status); a larger one starts streaming with status 200, and a failure after that
+ * rolls back and ends the stream with an error (truncated JSON), like a streamed read. The closing
+ * bytes are sent only after the commit.
+ */
+function answer(ctx: SvcContext, items: Planned[], batch: boolean): Promise<Response> {
+  const { promise, resolve, reject } = Promise.withResolvers<Response>();
+  const sink = new AnswerSink((body) => resolve(jsonResponse(body)));
+  const run = ctx.db.transaction(ctx.who, async (tx) => {
+    if (batch) sink.push(OPEN);
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
+      if (i) sink.push(COMMA);
+      try {
+        if (item.write) {
+          const result = await runWrite(ctx, tx, item.q, item.write);
+          sink.push(result === undefined ? NULL : encoder.encode(JSON.stringify(result)));
+        } else {
+          await streamRead(ctx, tx, item, sink);
+        }
+        await sink.flush();
+      } catch (e) {
+        if (batch) markIndex(e, i);
+        throw e;
+      }
+    }
+    // Never commit an answer the client did not take.
+    await sink.settled();
+  });
+  run.then(async () => {
+    if (batch) sink.push(CLOSE);
+    if (!sink.streaming) return resolve(jsonResponse(sink.bytes()));
+    await sink.end().catch(() => {});
+  }, (e) => {
+    if (!sink.streaming) return reject(e);
+    sink.abort(e);
+  });
+  return promise;
+}
+
+/** Marks a batch element's failure with its index (`details.index` of the error answer). */
+function markIndex(e: unknown, i: number): void {
+  if (e instanceof SvcError) {
+    e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
+  } else if (e instanceof Error) {
+    (e as Error & { batchIndex?: number }).batchIndex = i;
+  }
+}
+
+/**
+ * The envelope with `warnings` naming each flag the request set that the configuration disables
+ * (outside dev mode `count`, `stats`, `query_plan` and `sql` are off unless enabled): a disabled
+ * flag is not an error, but never silent either.
+ */
+function withWarnings(
+  ctx: SvcContext,
+  q: ComplexQuery,
+  out: Record<string, unknown>,
+): Record<string, unknown> {
+  const allow = ctx.cfg.pg.query;
+  const off: string[] = [];
+  if (q.count && !allow.allow_count) off.push("count is disabled (pg.query.allow_count)");
+  if (q.stats && !allow.allow_stats) off.push("stats is disabled (pg.query.allow_stats)");
+  if (q.query_plan && !allow.allow_query_plan) {
+    off.push("query_plan is disabled (pg.query.allow_query_plan)");
+  }
+  if (q.sql && !allow.allow_sql) off.push("sql is disabled (pg.query.allow_sql)");
+  if (off.length) out.warnings = off;
+  return out;
 }
 
 /** What a ComplexQuery asks for and the configuration allows. */
@@ -366,30 +638,41 @@ function wanted(ctx: SvcContext, q: ComplexQuery) {
   };
 }
 
-/** A write resolved and planned ahead of its transaction; `cte` when it runs as one statement. */
-interface PlannedWrite {
-  r: Resolved;
-  plan: WritePlan;
-  cte: CteWrite | null;
+/**
+ * The read-back of a write: the query's select over the root keys in payload order (known ones
+ * bound, the others from the setting the root's last statement stored). Its plan is generic when
+ * the keys come from the setting (they are not parameters): a plan made while a table was tiny
+ * may scan it until autovacuum's next analyze invalidates the plan.
+ */
+function readBack(
+  r: Resolved,
+  w: CompiledWrite,
+  q: ComplexQuery,
+  maxRowSize: number,
+): Statement | null {
+  if (q.returns === "none") return null;
+  // Rows come back as JSON text, answered as they are (never parsed and serialized again).
+  const compile = () => {
+    const read = capRowSize(
+      compileRead(r.node, { params: r.params, rootKeys: w.rootKeys }).rows,
+      maxRowSize,
+    );
+    return { ...read, sql: `SELECT "svc_b"."j"::text AS "j" FROM (${read.sql}) AS "svc_b"` };
+  };
+  const setting = w.rootKeys.setting;
+  if (setting === undefined || r.params !== undefined) return compile();
+  let bySetting = readBacks.get(r.node);
+  if (!bySetting) readBacks.set(r.node, bySetting = new Map());
+  const key = `${setting}\0${maxRowSize}`;
+  let stmt = bySetting.get(key);
+  if (!stmt) bySetting.set(key, stmt = compile());
+  return stmt;
 }
 
 /**
- * The read-back of a one-statement write: root keys from the setting the write stored. Its plan
- * is generic (the keys are not parameters): a plan made while a table was tiny may scan it until
- * autovacuum's next analyze invalidates the plan.
+ * Fills the response of a write: result (parsed, unless `raw`: the caller answers the rows' JSON
+ * texts as they are), stats, sql, query_plan.
  */
-function readBack(r: Resolved, plan: WritePlan, q: ComplexQuery, maxRowSize: number) {
-  if (q.returns === "none") return null;
-  return capRowSize(
-    compileRead(r.node, {
-      params: r.params,
-      rootKeys: { columns: [...plan.root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING },
-    }).rows,
-    maxRowSize,
-  );
-}
-
-/** Fills the response of a write: result, stats, sql, query_plan. */
 function writeOutput(
   out: Record<string, unknown>,
   q: ComplexQuery,
@@ -397,10 +680,11 @@ function writeOutput(
   wr: WriteResult,
   back: { sql: string } | null,
   rows: Record<string, unknown>[],
+  raw = false,
 ): void {
   const sqlOut: unknown[] = [...wr.sql];
   if (back) {
-    out.result = parseRows(rows);
+    if (!raw) out.result = parseRows(rows);
     if (want.sql) sqlOut.push({ path: [], select: back.sql });
   }
   if (q.stats) out.stats = want.stats ? wr.stats : [];
@@ -409,11 +693,11 @@ function writeOutput(
 }
 
 /**
- * A single write request. A plan that runs as one statement is sent with begin, the role switch,
- * its read-back and commit (rollback, when the request asks for it: nothing else is in the
- * transaction) in one round trip; any other takes the transaction path (`runOne`), planned once.
+ * A single write request: begin, the role switch, every statement of the write, its read-back and
+ * commit (rollback, when the request asks for it: nothing else is in the transaction) sent in one
+ * round trip.
  */
-async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
+async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<string> {
   if (q.rollback && !ctx.cfg.pg.query.allow_rollback) {
     throw new SvcError(
       "QUERY_ROLLBACK_NOT_GRANTED",
@@ -421,24 +705,32 @@ async function singleWrite(ctx: SvcContext, q: ComplexQuery): Promise<unknown> {
     );
   }
   const want = wanted(ctx, q);
-  const r = await resolve(ctx, q.query, "/query");
-  const plan = planWrite(r.node, q.data, "/data", { readBack: q.returns !== "none" });
-  const cte = want.plan ? null : compileCteWrite(plan);
-  if (!cte) {
-    return await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, "", { r, plan, cte }));
-  }
-  const back = readBack(r, plan, q, ctx.cfg.pg.query.max_row_size);
+  const r = await resolveWrite(ctx, q.query, "/query");
+  const readBackWanted = q.returns !== "none";
+  const w = compileWrite(
+    planWrite(r.node, q.data, "/data", { readBack: readBackWanted }),
+    { params: r.params, readBack: readBackWanted },
+  );
+  const opts = { sql: want.sql, queryPlan: want.plan };
+  const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
+  const sent = toSend(w, opts);
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    results = await ctx.db.pipeline(ctx.who, back ? [cte, back] : [cte], end);
+    results = await ctx.db.pipeline(ctx.who, back ? [...sent, back] : sent, end);
   } catch (e) {
-    throw cte.error(e);
+    throw w.error(e);
   }
   const out: Record<string, unknown> = {};
-  const wr = resultOfCte(cte, results[0][0], { sql: want.sql, queryPlan: false });
-  writeOutput(out, q, want, wr, back, results[1] ?? []);
-  return q.complex ? out : out.result;
+  const wr = writeResult(w, results.slice(0, sent.length), opts);
+  const rows = results[sent.length] ?? [];
+  writeOutput(out, q, want, wr, back, rows, true);
+  // The read-back's rows are JSON texts: joined, not parsed and serialized again.
+  const result = back ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
+  if (!q.complex) return result ?? "null";
+  const rest = JSON.stringify(withWarnings(ctx, q, out));
+  if (result === undefined) return rest;
+  return `{"result":${result}${rest === "{}" ? "" : `,${rest.slice(1, -1)}`}}`;
 }
 
 /** POST /svc. */
@@ -475,28 +767,20 @@ async function post(ctx: SvcContext, req: Request): Promise<Response> {
       return plainRead(ctx, await resolve(ctx, q.query, ""), key);
     }
     if (q.data !== undefined) {
-      return jsonResponse(JSON.stringify(await singleWrite(ctx, q)));
+      return jsonResponse(await singleWrite(ctx, q));
     }
-    const result = await ctx.db.transaction(ctx.who, (tx) => runOne(ctx, tx, q, ""));
-    return jsonResponse(JSON.stringify(result));
+    return await answer(ctx, [await planQuery(ctx, q, "")], false);
   }
-  const results = await ctx.db.transaction(ctx.who, async (tx) => {
-    const out: unknown[] = [];
-    for (let i = 0; i < parsed.items.length; i++) {
-      try {
-        out.push(await runOne(ctx, tx, parsed.items[i], `/${i}`));
-      } catch (e) {
-        if (e instanceof SvcError) {
-          e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
-        } else if (e instanceof Error) {
-          (e as Error & { batchIndex?: number }).batchIndex = i;
-        }
-        throw e;
-      }
+  const items: Planned[] = [];
+  for (let i = 0; i < parsed.items.length; i++) {
+    try {
+      items.push(await planQuery(ctx, parsed.items[i], `/${i}`));
+    } catch (e) {
+      markIndex(e, i);
+      throw e;
     }
-    return out;
-  });
-  return jsonResponse(JSON.stringify(results));
+  }
+  return await answer(ctx, items, true);
 }
 
 /** GET /svc: the same read from the query string. */

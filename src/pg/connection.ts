@@ -185,6 +185,8 @@ export class Connection {
   #out = new P.Writer(WRITE_SIZE);
   #spare: P.Writer | null = new P.Writer(WRITE_SIZE);
   #writing = false;
+  /** Inside {@link corked}: batches are encoded but not written yet. */
+  #corked = false;
 
   readonly #queue: Pending[] = [];
   #qHead = 0;
@@ -588,9 +590,25 @@ export class Connection {
     return p;
   }
 
+  /**
+   * Runs `fn`, which issues batches (each with its own Sync), and sends everything they encoded in
+   * one socket write: e.g. a transaction's statements, then its commit as a batch of its own, so
+   * the commit runs even when a statement failed (PostgreSQL answers ROLLBACK) — one round trip.
+   */
+  corked<T>(fn: () => T): T {
+    if (this.#corked) return fn();
+    this.#corked = true;
+    try {
+      return fn();
+    } finally {
+      this.#corked = false;
+      this.#flush();
+    }
+  }
+
   /** Writes what is in the send buffer (one write at a time, the rest follows). */
   #flush(): void {
-    if (this.#writing || this.#out.pos === 0 || this.#dead) return;
+    if (this.#corked || this.#writing || this.#out.pos === 0 || this.#dead) return;
     const w = this.#out;
     this.#out = this.#spare ?? new P.Writer(WRITE_SIZE);
     this.#spare = null;

@@ -4,11 +4,12 @@
  * no session), and turns its HttpResponse-shaped jsonb into an HTTP response: `jwt` object mints
  * the session (gated by `http.functions.allowed_auth`), `jwt: null` clears it, `redirect` → 303,
  * `status`, `headers`, `cookies`, `content` as JSON, `template`/`template_data` through the routes'
- * render hook: the same code as declared routes (`applyHttpResponse`).
+ * render hook: the same code as declared routes (`applyHttpResponse`). An unsafe `redirect` is
+ * refused (400 HTTP_UNSAFE_REDIRECT) before the transaction commits.
  */
 import type { Database, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
-import { applyHttpResponse } from "../http/routes/response.ts";
+import { applyHttpResponse, checkRedirect } from "../http/routes/response.ts";
 import type { RouteHooks } from "../http/routes/request.ts";
 
 /** What the callback needs from the application. */
@@ -66,7 +67,12 @@ export async function runCallback(
 ): Promise<CallbackOutcome> {
   const payload = { jwt: who.claims, identity, state: state ?? null };
   const sql = `select ${quotedFunction(fn)}($1::text::jsonb) as r`;
-  const rows = await deps.db.transaction(who, (tx) => tx.query(sql, [JSON.stringify(payload)]));
+  const rows = await deps.db.transaction(who, async (tx) => {
+    const rows = await tx.query(sql, [JSON.stringify(payload)]);
+    // An unsafe redirect is refused before the commit: nothing of the callback persists.
+    checkRedirect(rows[0]?.r);
+    return rows;
+  });
   return await applyResult(deps, fn, rows[0]?.r);
 }
 

@@ -2,12 +2,16 @@
  * The SAML service-provider certificate and key (SPEC "OpenID Connect and SAML" 6): the first
  * existing file of each colon-separated search list is used; when the certificate is missing
  * everywhere, an RSA 2048 self-signed certificate (10 years, @peculiar/x509) and its PKCS#8 key
- * are generated into the first path of each list (key mode 0600) and reused on later boots.
+ * are generated into the first path of each list (key mode 0600) and reused on later boots. With
+ * several workers the supervisor generates them once before any worker starts
+ * ({@link prepareSpKeys}); processes sharing the files (replicas on one volume) wait for the one
+ * that created them.
  */
 // @peculiar/x509 needs the Reflect metadata polyfill loaded before it (its documented setup).
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
 import { dirname } from "node:path";
+import type { Config } from "../config/load.ts";
 
 /** A PEM certificate and its PEM private key. */
 export interface SpKeyPair {
@@ -86,7 +90,59 @@ export async function loadOrCreateSpKeys(
   const pair = await generateSelfSigned(cn);
   await Deno.mkdir(dirname(target.key), { recursive: true, mode: 0o700 });
   await Deno.mkdir(dirname(target.cert), { recursive: true });
-  await Deno.writeTextFile(target.key, pair.privateKey, { mode: 0o600, createNew: true });
+  try {
+    // The key is created first and exclusively: whoever creates it writes the certificate too.
+    await Deno.writeTextFile(target.key, pair.privateKey, { mode: 0o600, createNew: true });
+  } catch (e) {
+    if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    return await awaitPair(target.cert, target.key);
+  }
   await Deno.writeTextFile(target.cert, pair.certificate, { createNew: true });
   return pair;
+}
+
+/** The pair another process is writing: waits (up to 10 s) until both files are complete. */
+async function awaitPair(certPath: string, keyPath: string): Promise<SpKeyPair> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const read = (p: string) => Deno.readTextFile(p).catch(() => "");
+    const [certificate, privateKey] = await Promise.all([read(certPath), read(keyPath)]);
+    if (/-----END [^-]+-----\s*$/.test(certificate) && /-----END [^-]+-----\s*$/.test(privateKey)) {
+      return { certificate, privateKey };
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${keyPath} exists but ${certPath} was not completed by its creator`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Loads or generates the SP key pair of every `saml.<name>` entry once (the supervisor, before
+ * its workers start, so that they never race to create the files). A failure is returned per
+ * pair (the entries stay unresolved and say why when a worker resolves them).
+ */
+export async function prepareSpKeys(cfg: Config): Promise<{ pair: string; error: string }[]> {
+  const pairs = new Set<string>();
+  for (const [name, e] of Object.entries(cfg.saml)) {
+    if (name === "certificate_path" || name === "private_key_path" || typeof e !== "object") {
+      continue;
+    }
+    pairs.add(
+      JSON.stringify([
+        e.certificate_path ?? cfg.saml.certificate_path ?? "",
+        e.private_key_path ?? cfg.saml.private_key_path ?? "",
+      ]),
+    );
+  }
+  const failures: { pair: string; error: string }[] = [];
+  for (const p of pairs) {
+    const [cert, key] = JSON.parse(p) as [string, string];
+    try {
+      await loadOrCreateSpKeys(cert, key);
+    } catch (e) {
+      failures.push({ pair: `${cert} / ${key}`, error: (e as Error).message });
+    }
+  }
+  return failures;
 }

@@ -43,52 +43,123 @@ export function entryBasics(
   return { origin, fn };
 }
 
+/** When a {@link Lazy} value should be loaded again. */
+export interface LazyTiming<T> {
+  /** Milliseconds after a successful load until the next one (periodic refresh); none: never. */
+  refreshIn?: (value: T) => number | undefined;
+  /** When the value stops being usable (ms since the epoch); after it, 503 until reloaded. */
+  expiresAt?: (value: T) => number | undefined;
+}
+
 /**
  * A value resolved at startup and, after a failure, again on demand with exponential backoff
- * (1 s doubling to 60 s). `get()` answers 503 SSO_NOT_READY while it is unresolved.
+ * (1 s doubling to 60 s). `get()` answers 503 SSO_NOT_READY while it is unresolved. A resolved
+ * value is loaded again by {@link refresh} (reload), periodically when `timing.refreshIn` says so,
+ * and by {@link refreshIfOlder}; a failed refresh keeps the previous value (retrying with the
+ * same backoff), unless it has expired.
  */
 export class Lazy<T> {
   #value: T | null = null;
   #pending: Promise<T | null> | null = null;
   #nextTry = 0;
   #delay = 1000;
+  /** When the last load started (ms). */
+  #lastTry = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #stopped = false;
 
   /** `load` resolves the value or throws (the reason is logged, never the response). */
-  constructor(readonly label: string, readonly load: () => Promise<T>) {}
+  constructor(
+    readonly label: string,
+    readonly load: () => Promise<T>,
+    readonly timing: LazyTiming<T> = {},
+  ) {}
 
   /** Starts a resolution (startup). */
   start(): Promise<T | null> {
     return this.#attempt();
   }
 
-  #attempt(): Promise<T | null> {
-    this.#pending ??= this.load().then(
-      (v) => {
-        this.#value = v;
-        log.info("sso {entry}: ready", { entry: this.label });
-        return v;
-      },
-      (e) => {
-        this.#nextTry = Date.now() + this.#delay;
-        log.warn("sso {entry}: not ready ({reason}); retrying on the next login after {ms} ms", {
-          entry: this.label,
-          reason: reason(e),
-          ms: this.#delay,
-        });
-        this.#delay = Math.min(this.#delay * 2, 60_000);
-        return null;
-      },
-    ).finally(() => (this.#pending = null));
-    return this.#pending;
+  #schedule(ms: number | undefined): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (ms === undefined || this.#stopped) return;
+    this.#timer = setTimeout(() => void this.#attempt(), Math.max(ms, 1000));
+    Deno.unrefTimer(this.#timer);
   }
 
-  /** The value; retries when due, 503 SSO_NOT_READY while unresolved. */
+  #attempt(): Promise<T | null> {
+    if (this.#pending) return this.#pending;
+    const p: Promise<T | null> = this.#run().finally(() => {
+      if (this.#pending === p) this.#pending = null;
+    });
+    this.#pending = p;
+    return p;
+  }
+
+  async #run(): Promise<T | null> {
+    this.#lastTry = Date.now();
+    try {
+      const v = await this.load();
+      const first = this.#value === null;
+      this.#value = v;
+      this.#delay = 1000;
+      log.info(first ? "sso {entry}: ready" : "sso {entry}: refreshed", { entry: this.label });
+      this.#schedule(this.timing.refreshIn?.(v));
+      return v;
+    } catch (e) {
+      this.#nextTry = Date.now() + this.#delay;
+      const keeping = this.#value !== null;
+      log.warn(
+        keeping
+          ? "sso {entry}: refresh failed ({reason}); keeping the previous one, retrying in {ms} ms"
+          : "sso {entry}: not ready ({reason}); retrying on the next login after {ms} ms",
+        { entry: this.label, reason: reason(e), ms: this.#delay },
+      );
+      if (keeping) this.#schedule(this.#delay);
+      this.#delay = Math.min(this.#delay * 2, 60_000);
+      return null;
+    }
+  }
+
+  /** Loads the value again now (reload); resolves with whether a new value is in place. */
+  async refresh(): Promise<boolean> {
+    if (this.#pending) await this.#pending;
+    return (await this.#attempt()) !== null;
+  }
+
+  /**
+   * Loads the value again when the last load started more than `ms` ago (an IdP key the value
+   * does not know); resolves with whether a new value is in place.
+   */
+  async refreshIfOlder(ms: number): Promise<boolean> {
+    if (this.#pending) return (await this.#pending) !== null;
+    if (Date.now() - this.#lastTry < ms) return false;
+    return (await this.#attempt()) !== null;
+  }
+
+  #usable(): T | null {
+    const v = this.#value;
+    if (v === null) return null;
+    const until = this.timing.expiresAt?.(v);
+    return until !== undefined && until <= Date.now() ? null : v;
+  }
+
+  /** The value; retries when due, 503 SSO_NOT_READY while unresolved (or expired). */
   async get(): Promise<T> {
-    if (this.#value) return this.#value;
+    const now = this.#usable();
+    if (now) return now;
     if (this.#pending) await this.#pending;
     else if (Date.now() >= this.#nextTry) await this.#attempt();
-    if (this.#value) return this.#value;
+    const v = this.#usable();
+    if (v) return v;
     throw new SvcError("SSO_NOT_READY", `the identity provider of ${this.label} is not ready yet`);
+  }
+
+  /** Stops periodic refreshes (shutdown). */
+  stop(): void {
+    this.#stopped = true;
+    this.#schedule(undefined);
   }
 }
 
@@ -112,7 +183,8 @@ export function refuse(
     | "SSO_INVALID_ID_TOKEN"
     | "SSO_USERINFO_FAILED"
     | "SSO_SAML_INVALID_RESPONSE"
-    | "SSO_INTERNAL",
+    | "SSO_INTERNAL"
+    | "HTTP_BODY_TOO_LARGE",
   message: string,
   why?: unknown,
 ): SvcError {

@@ -2,7 +2,8 @@
  * Single sign-on endpoints under `/auth/` (SPEC "Single sign-on endpoints"):
  * `GET /auth/oidc/<name>/login|callback`, `GET /auth/saml/<name>/login|metadata`,
  * `POST /auth/saml/<name>/acs`. Entries are resolved at startup in the background; an entry whose
- * provider is not reachable answers 503 SSO_NOT_READY and retries on the next login.
+ * provider is not reachable answers 503 SSO_NOT_READY and retries on the next login. Every
+ * reload resolves them again (IdP metadata, OIDC discovery and keys).
  */
 import type { Config } from "../config/load.ts";
 import type { Database, RequestRole } from "../db/pool.ts";
@@ -31,6 +32,13 @@ export interface SsoDeps {
 export interface Sso {
   /** Resolves every entry (discovery, IdP metadata) in the background. */
   start(): Promise<void>;
+  /**
+   * Resolves every entry again (reload): IdP metadata and OIDC discovery are fetched anew, so a
+   * key the provider dropped is no longer trusted. A failed fetch keeps the previous value.
+   */
+  refresh(): Promise<void>;
+  /** Stops background refreshes (shutdown). */
+  stop(): void;
   /** Answers a request under `/auth/`; `who` is the browser's current role. */
   handle(req: Request, who: RequestRole, anonymous: boolean): Promise<CallbackOutcome>;
 }
@@ -112,7 +120,19 @@ export function createSso(deps: SsoDeps): Sso {
     return plain(await entry.metadata());
   };
 
+  const all = () => [...oidc.values(), ...saml.values()].map((e) => e.lazy);
   return {
+    async refresh() {
+      try {
+        await loaded;
+      } catch {
+        return;
+      }
+      await Promise.all(all().map((l) => l.refresh()));
+    },
+    stop() {
+      for (const l of all()) l.stop();
+    },
     async start() {
       try {
         await loaded;

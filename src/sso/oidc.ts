@@ -3,7 +3,9 @@
  * `openid-client` v6: discovery at startup (lazy retry with backoff), `GET …/login` redirects to
  * the provider with the state kept in the signed `svc_sso` cookie, `GET …/callback` checks the
  * state, exchanges the code, verifies the ID token (signature, issuer, audience, nonce, expiry),
- * optionally merges userinfo, then runs the callback function.
+ * optionally merges userinfo (its claims override the ID token's), then runs the callback function.
+ * Discovery runs again on every reload, which drops openid-client's cache of the provider's keys
+ * (JWKS): a key the provider removed is no longer trusted.
  */
 import * as client from "openid-client";
 import { base64url } from "jose";
@@ -14,6 +16,9 @@ import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback
 import { entryBasics, Lazy, reason, refuse } from "./common.ts";
 import { decodeQuery, randomToken, type StateCookies } from "./state.ts";
 import { SvcError } from "../errors.ts";
+
+/** Seconds an ID token's `iat` may lie in the future (openid-client's own clock tolerance). */
+export const ID_TOKEN_SKEW = 30;
 
 interface Resolved {
   config: client.Configuration;
@@ -116,6 +121,8 @@ export class OidcEntry {
     const params = url.searchParams;
     const st = await this.states.consume(req.headers.get("cookie"), "oidc", this.name)
       .catch((e) => {
+        // A replay store that cannot record the claim stays 503 SSO_NOT_READY.
+        if (e instanceof SvcError && e.code !== "SSO_BAD_STATE") throw e;
         throw refuse(entry, "SSO_BAD_STATE", (e as Error).message);
       });
     if (params.get("state") !== st.state) {
@@ -146,6 +153,9 @@ export class OidcEntry {
     }
     const idClaims = tokens.claims();
     if (!idClaims) throw refuse(entry, "SSO_NO_ID_TOKEN", "the token response had no id_token");
+    if (typeof idClaims.iat === "number" && idClaims.iat > Date.now() / 1000 + ID_TOKEN_SKEW) {
+      throw refuse(entry, "SSO_INVALID_ID_TOKEN", "the ID token was issued in the future (iat)");
+    }
     let claims: Record<string, unknown> = { ...idClaims };
     if (this.entry.fetch_userinfo) {
       try {

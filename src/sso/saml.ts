@@ -1,9 +1,13 @@
 /**
  * SAML 2.0 login with samlify as the protocol engine (AuthnRequest over HTTP-Redirect, schema
  * validation and signature checks of the Response over HTTP-POST, SP metadata) and svc's own
- * checks on top (src/sso/saml_verify.ts) plus a replay cache. IdP metadata is fetched at startup
- * and retried lazily; the SP side (its certificate from src/sso/certs.ts, its metadata) depends on
- * svc's configuration alone, so the SP metadata is served while the IdP is unreachable.
+ * checks on top (src/sso/saml_verify.ts) plus replay protection (src/util/once.ts). IdP metadata
+ * is fetched at startup and retried lazily, then fetched again on every reload, periodically
+ * (`metadata_refresh`, cacheDuration, validUntil) and, at most once a minute, when a response is
+ * signed by a key it does not hold. The SP side (its certificate from src/sso/certs.ts, its
+ * metadata) depends on svc's configuration alone, so the SP metadata is served while the IdP is
+ * unreachable. A response must answer a login this browser started (its state cookie) unless
+ * `allow_unsolicited`.
  */
 import * as samlify from "samlify";
 import * as xmllint from "@authenio/samlify-xmllint-wasm";
@@ -12,18 +16,19 @@ import type { RequestRole } from "../db/pool.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { loadOrCreateSpKeys, type SpKeyPair } from "./certs.ts";
 import { entryBasics, Lazy, reason, refuse } from "./common.ts";
-import { hasDtd, SamlInvalid, verifyResponse } from "./saml_verify.ts";
+import { hasDtd, SamlInvalid, SamlUnknownKey, verifyResponse } from "./saml_verify.ts";
+import { metadataTiming } from "./saml_metadata.ts";
 import { claimOnce } from "../util/once.ts";
-import { decodeQuery, type StateCookies } from "./state.ts";
 import { SvcError } from "../errors.ts";
+import { decodeQuery, type StateCookies } from "./state.ts";
 import { log } from "../log.ts";
 
 samlify.setSchemaValidator(xmllint);
 
 const REDIRECT = samlify.Constants.namespace.binding.redirect;
 const POST = samlify.Constants.namespace.binding.post;
-/** Largest accepted ACS form body, bytes. */
-const MAX_FORM = 512 * 1024;
+/** How often, at most, a response signed by an unknown key may trigger a metadata re-fetch. */
+export const UNKNOWN_KEY_REFRESH_MS = 60_000;
 
 /** The SP side of an entry: svc's configuration and key pair alone, no IdP. */
 interface SpSide {
@@ -43,6 +48,9 @@ interface Resolved extends SpSide {
   login: { sp: samlify.ServiceProviderInstance; idp: samlify.IdentityProviderInstance };
   idpEntityId: string;
   idpCertificates: string[];
+  /** When to fetch the IdP metadata again, and its validUntil. */
+  refreshIn: number;
+  expiresAt?: number;
 }
 
 /** Shared SP key pairs by (certificate list, key list), generated at most once per process. */
@@ -70,7 +78,8 @@ async function fetchMetadata(url: string): Promise<string> {
   return text;
 }
 
-async function readForm(req: Request): Promise<URLSearchParams> {
+/** The ACS form, at most `max` bytes (413 HTTP_BODY_TOO_LARGE beyond). */
+async function readForm(req: Request, max: number): Promise<URLSearchParams> {
   const reader = req.body?.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
@@ -79,9 +88,9 @@ async function readForm(req: Request): Promise<URLSearchParams> {
       const { done, value } = await reader.read();
       if (done) break;
       size += value.length;
-      if (size > MAX_FORM) {
+      if (size > max) {
         await reader.cancel();
-        throw new Error("the form is too large");
+        throw tooLarge();
       }
       parts.push(value);
     }
@@ -93,6 +102,10 @@ async function readForm(req: Request): Promise<URLSearchParams> {
     o += p.length;
   }
   return new URLSearchParams(new TextDecoder("utf-8", { fatal: true }).decode(all));
+}
+
+function tooLarge(): SvcError {
+  return new SvcError("HTTP_BODY_TOO_LARGE", "the SAML response is too large");
 }
 
 /** One `saml.<name>` entry. */
@@ -108,7 +121,10 @@ export class SamlEntry {
     readonly states: StateCookies,
     readonly deps: CallbackDeps,
   ) {
-    this.lazy = new Lazy(`saml.${name}`, () => this.#resolve());
+    this.lazy = new Lazy(`saml.${name}`, () => this.#resolve(), {
+      refreshIn: (r) => r.refreshIn,
+      expiresAt: (r) => r.expiresAt,
+    });
   }
 
   /** The SP side, built once (again after a failure). */
@@ -154,9 +170,9 @@ export class SamlEntry {
   async #resolve(): Promise<Resolved> {
     if (!this.entry.idp_metadata_url) throw new Error("idp_metadata_url is not set");
     const side = await this.#sp();
-    const idp = samlify.IdentityProvider({
-      metadata: await fetchMetadata(this.entry.idp_metadata_url),
-    });
+    const idpMetadata = await fetchMetadata(this.entry.idp_metadata_url);
+    const timing = metadataTiming(idpMetadata, this.entry.metadata_refresh);
+    const idp = samlify.IdentityProvider({ metadata: idpMetadata });
     const idpEntityId = idp.entityMeta.getEntityID();
     const certs = idp.entityMeta.getX509Certificate("signing");
     const idpCertificates = (Array.isArray(certs) ? certs : [certs]).filter(Boolean);
@@ -184,7 +200,7 @@ export class SamlEntry {
         singleSignOnService: [{ Binding: REDIRECT, Location: sso }],
       }),
     };
-    return { ...side, idp, login, idpEntityId, idpCertificates };
+    return { ...side, idp, login, idpEntityId, idpCertificates, ...timing };
   }
 
   /** `GET /auth/saml/<name>/login`: 303 to the IdP with a (signed) AuthnRequest. */
@@ -239,18 +255,26 @@ export class SamlEntry {
   /** `POST /auth/saml/<name>/acs`: verify the Response, then run the callback as `who`. */
   async acs(req: Request, who: RequestRole): Promise<CallbackOutcome> {
     const entry = `saml.${this.name}`;
-    const r = await this.lazy.get();
+    let r = await this.lazy.get();
+    const max = this.entry.max_response_size;
     let form: URLSearchParams;
     try {
-      form = await readForm(req);
+      // base64 is 4/3 of the response; RelayState and the field names fit in the slack.
+      form = await readForm(req, Math.ceil(max / 3) * 4 + 16 * 1024);
     } catch (e) {
+      if (e instanceof SvcError) throw refuse(entry, "HTTP_BODY_TOO_LARGE", e.message);
       throw refuse(entry, "SSO_BAD_REQUEST", "unreadable form", e);
     }
     const encoded = form.get("SAMLResponse");
     if (!encoded) throw refuse(entry, "SSO_BAD_REQUEST", "the form has no SAMLResponse");
+    const compact = encoded.replace(/\s+/g, "");
+    // The size cap holds before anything parses the XML (decoding included).
+    if (Math.floor(compact.length / 4) * 3 > max) {
+      throw refuse(entry, "HTTP_BODY_TOO_LARGE", `the SAML response is over ${max} bytes`);
+    }
     let xml: string;
     try {
-      const bin = atob(encoded.replace(/\s+/g, ""));
+      const bin = atob(compact);
       xml = new TextDecoder("utf-8", { fatal: true }).decode(
         Uint8Array.from(bin, (c) => c.charCodeAt(0)),
       );
@@ -261,27 +285,49 @@ export class SamlEntry {
       refuse(entry, "SSO_SAML_INVALID_RESPONSE", "the SAML response was refused", why);
     // A DTD is refused before any parser sees the document (XXE, entity expansion).
     if (hasDtd(xml)) throw invalid(new SamlInvalid("a DTD is not allowed"));
-    // The login's state, when its cookie came back (SameSite=None); never required.
-    const st = await this.states.consume(req.headers.get("cookie"), "saml", this.name)
-      .catch(() => null);
-    try {
-      await r.sp.parseLoginResponse(r.idp, "post", {
-        body: { SAMLResponse: encoded, RelayState: form.get("RelayState") ?? undefined },
-      });
-    } catch (e) {
-      throw invalid(typeof e === "string" ? new Error(e) : e);
-    }
-    let identity;
-    try {
-      identity = verifyResponse(xml, {
+    // The login this browser started (its state cookie, consumed once). Without one, only an
+    // unsolicited response (no InResponseTo) is accepted, and only with allow_unsolicited.
+    const st = await this.states.consume(req.headers.get("cookie"), "saml", this.name).catch(
+      (e) => {
+        if (e instanceof SvcError && e.code === "SSO_BAD_STATE") {
+          if (this.entry.allow_unsolicited) return null;
+          throw refuse(entry, "SSO_BAD_STATE", e.message);
+        }
+        throw e;
+      },
+    );
+    const check = async (r: Resolved) => {
+      const identity = verifyResponse(xml, {
         idpEntityId: r.idpEntityId,
         idpCertificates: r.idpCertificates,
         spEntityId: r.spEntityId,
         acsUrl: r.acsUrl,
-        requestId: st?.rid,
+        requestId: st ? st.rid ?? "" : null,
+        allowSha1: this.entry.allow_sha1,
       });
+      try {
+        await r.sp.parseLoginResponse(r.idp, "post", {
+          body: { SAMLResponse: encoded, RelayState: form.get("RelayState") ?? undefined },
+        });
+      } catch (e) {
+        throw typeof e === "string" ? new Error(e) : e;
+      }
+      return identity;
+    };
+    let identity;
+    try {
+      identity = await check(r);
     } catch (e) {
-      throw invalid(e);
+      // Signed by a key the metadata does not hold: the IdP may have rotated its key. The
+      // metadata is fetched again (at most once a minute) and the response checked once more.
+      if (!(e instanceof SamlUnknownKey)) throw invalid(e);
+      if (!await this.lazy.refreshIfOlder(UNKNOWN_KEY_REFRESH_MS)) throw invalid(e);
+      r = await this.lazy.get();
+      try {
+        identity = await check(r);
+      } catch (e) {
+        throw invalid(e);
+      }
     }
     if (!await claimOnce(`saml:${this.name}`, identity.assertionId, identity.expiresAt)) {
       throw invalid(new SamlInvalid("the assertion was already used (replay)"));

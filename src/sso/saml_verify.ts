@@ -5,7 +5,8 @@
  * single Reference points at that element; and everything used (issuer, subject, conditions,
  * attributes) is read from the XML the signature covers, never from the original document, which
  * defeats signature wrapping. Then Audience = SP entity ID, Destination and Recipient = ACS URL,
- * InResponseTo = the login's request ID (when known), time conditions within the skew.
+ * InResponseTo = the login's request ID (absent for an unsolicited response), time conditions
+ * within the skew, timestamps with a zone, no SHA-1 unless allowed.
  */
 import { DOMParser } from "@xmldom/xmldom";
 import { SignedXml } from "xml-crypto";
@@ -24,6 +25,21 @@ export class SamlInvalid extends Error {
   override name = "SamlInvalid";
 }
 
+/**
+ * A response signed, but by no key of the IdP's metadata: the caller may re-fetch the metadata
+ * (the IdP may have rotated its key) and verify again.
+ */
+export class SamlUnknownKey extends SamlInvalid {
+  override name = "SamlUnknownKey";
+}
+
+const SHA1 = new Set([
+  "http://www.w3.org/2000/09/xmldsig#rsa-sha1",
+  "http://www.w3.org/2000/09/xmldsig#sha1",
+  "http://www.w3.org/2000/09/xmldsig#dsa-sha1",
+  "http://www.w3.org/2000/09/xmldsig#hmac-sha1",
+]);
+
 /** What a response must match. */
 export interface SamlExpectations {
   idpEntityId: string;
@@ -31,8 +47,13 @@ export interface SamlExpectations {
   idpCertificates: string[];
   spEntityId: string;
   acsUrl: string;
-  /** The AuthnRequest ID of this browser's login, when its state cookie came back. */
-  requestId?: string;
+  /**
+   * The AuthnRequest ID of this browser's login: InResponseTo must equal it. Null: an unsolicited
+   * response, which must carry no InResponseTo. Undefined: not compared.
+   */
+  requestId?: string | null;
+  /** Accept SHA-1 signature and digest algorithms (default: refused). */
+  allowSha1?: boolean;
   /** Current time, ms (default: the clock). */
   now?: number;
 }
@@ -96,6 +117,8 @@ function text(el: Element | undefined): string | null {
 
 function time(value: string | null, what: string): number | undefined {
   if (value === null || value === "") return undefined;
+  // xs:dateTime without a zone would be read as the server's local time.
+  if (!/(Z|[+-]\d{2}:\d{2})$/.test(value.trim())) fail(`${what} has no time zone`);
   const t = Date.parse(value);
   if (!Number.isFinite(t)) fail(`unparsable ${what}`);
   return t;
@@ -109,19 +132,65 @@ function pemOf(cert: string): string {
   }\n-----END CERTIFICATE-----\n`;
 }
 
+/** The parts of xml-crypto's SignedXml (pinned) used to check SignedInfo's signature alone. */
+interface SignedInfoCheck {
+  getCanonSignedInfoXml(doc: Node): string;
+  findSignatureAlgorithm(name: string): {
+    verifySignature(material: string, key: string, signature: string): boolean;
+  };
+  signatureAlgorithm?: string;
+  signatureValue?: string;
+}
+
+/**
+ * False when the loaded signature's SignatureValue does not verify over its SignedInfo with
+ * `cert`. xml-crypto's checkSignature re-parses the whole document and digests every reference
+ * before it checks that value, which costs about a second on a large response signed by an
+ * unknown key; this check costs one RSA verification. Undecided (true) on any error: the full
+ * check still runs and decides.
+ */
+function signedInfoVerifies(verifier: SignedXml, doc: Node, cert: string): boolean {
+  try {
+    const v = verifier as unknown as SignedInfoCheck;
+    const canon = v.getCanonSignedInfoXml(doc);
+    return v.findSignatureAlgorithm(v.signatureAlgorithm!)
+      .verifySignature(canon, cert, v.signatureValue!);
+  } catch {
+    return true;
+  }
+}
+
 /**
  * The signed form of `parent` (its canonical XML, parsed) when `sig` is a valid IdP signature
- * whose only Reference is `#<parent ID>`; undefined otherwise.
+ * whose only Reference is `#<parent ID>`; undefined otherwise. SHA-1 algorithms are refused
+ * unless `allowSha1`.
  */
-function signedForm(xml: string, sig: Element, parent: Element, certs: string[]): Element | null {
+function signedForm(
+  xml: string,
+  sig: Element,
+  parent: Element,
+  certs: string[],
+  allowSha1: boolean,
+): Element | null {
   const id = parent.getAttribute("ID");
   if (!id) return null;
   const refs = elements(sig, DSIG, "Reference");
   if (refs.length !== 1 || refs[0].getAttribute("URI") !== `#${id}`) return null;
+  if (!allowSha1) {
+    const algorithms = [
+      ...elements(sig, DSIG, "SignatureMethod"),
+      ...elements(sig, DSIG, "DigestMethod"),
+    ].map((e) => e.getAttribute("Algorithm") ?? "");
+    if (algorithms.some((a) => SHA1.has(a))) {
+      fail("the signature uses SHA-1 (allow it with allow_sha1)");
+    }
+  }
   for (const cert of certs) {
-    const verifier = new SignedXml({ publicCert: pemOf(cert), getCertFromKeyInfo: () => null });
+    const pem = pemOf(cert);
+    const verifier = new SignedXml({ publicCert: pem, getCertFromKeyInfo: () => null });
     try {
       verifier.loadSignature(sig as unknown as Node);
+      if (!signedInfoVerifies(verifier, sig.ownerDocument as unknown as Node, pem)) continue;
       if (!verifier.checkSignature(xml)) continue;
     } catch {
       continue;
@@ -166,17 +235,22 @@ export function verifyResponse(xml: string, ex: SamlExpectations): SamlIdentity 
   // The signed assertion: from the Assertion's own signature, else from the Response's.
   let signed: Element | null = null;
   const aSig = child(assertion, DSIG, "Signature");
-  if (aSig) signed = signedForm(xml, aSig, assertion, ex.idpCertificates);
+  const sha1 = ex.allowSha1 ?? false;
+  if (aSig) signed = signedForm(xml, aSig, assertion, ex.idpCertificates, sha1);
   const rSig = child(response, DSIG, "Signature");
   if (!signed && rSig) {
-    const signedResponse = signedForm(xml, rSig, response, ex.idpCertificates);
+    const signedResponse = signedForm(xml, rSig, response, ex.idpCertificates, sha1);
     if (signedResponse) {
       const inner = children(signedResponse, ASSERTION, "Assertion");
       if (inner.length !== 1) fail("the signed Response does not hold exactly one Assertion");
       signed = inner[0];
     }
   }
-  if (!signed) fail("the Assertion is not signed by the identity provider's metadata key");
+  if (!signed) {
+    const why = "the Assertion is not signed by the identity provider's metadata key";
+    if (aSig || rSig) throw new SamlUnknownKey(why);
+    fail(why);
+  }
   if (signed.getAttribute("ID") !== assertion.getAttribute("ID")) {
     fail("the signed Assertion is not the one in the Response");
   }
@@ -187,7 +261,10 @@ export function verifyResponse(xml: string, ex: SamlExpectations): SamlIdentity 
   const statusCode = status && child(status, PROTOCOL, "StatusCode");
   if (statusCode?.getAttribute("Value") !== SUCCESS) fail("the Response status is not Success");
   const inResponseTo = response.getAttribute("InResponseTo");
-  if (ex.requestId !== undefined && inResponseTo !== ex.requestId) {
+  if (ex.requestId === null && response.hasAttribute("InResponseTo")) {
+    fail("InResponseTo names a request this browser did not start");
+  }
+  if (typeof ex.requestId === "string" && inResponseTo !== ex.requestId) {
     fail("InResponseTo does not match the login's request");
   }
 
@@ -208,7 +285,10 @@ export function verifyResponse(xml: string, ex: SamlExpectations): SamlIdentity 
     if (until === undefined || until <= now - skew) return false;
     const nb = time(d.getAttribute("NotBefore"), "NotBefore");
     if (nb !== undefined && nb > now + skew) return false;
-    if (ex.requestId !== undefined && d.getAttribute("InResponseTo") !== ex.requestId) return false;
+    if (ex.requestId === null && d.hasAttribute("InResponseTo")) return false;
+    if (typeof ex.requestId === "string" && d.getAttribute("InResponseTo") !== ex.requestId) {
+      return false;
+    }
     expiresAt = Math.min(expiresAt, until + skew);
     return true;
   });
@@ -247,24 +327,4 @@ export function verifyResponse(xml: string, ex: SamlExpectations): SamlIdentity 
     nameId: text(child(subject, ASSERTION, "NameID")),
     attributes: JSON.parse(JSON.stringify(attributes)),
   };
-}
-
-/** Assertion IDs seen within their validity (bounded; the oldest entries go first when full). */
-export class ReplayCache {
-  readonly #seen = new Map<string, number>();
-
-  /** Creates a cache of at most `max` IDs. */
-  constructor(readonly max = 10_000) {}
-
-  /** Records `id` until `expiresAt` (ms); false when it was already seen. */
-  remember(id: string, expiresAt: number, now = Date.now()): boolean {
-    const prev = this.#seen.get(id);
-    if (prev !== undefined && prev > now) return false;
-    if (this.#seen.size >= this.max) {
-      for (const [k, exp] of this.#seen) if (exp <= now) this.#seen.delete(k);
-      while (this.#seen.size >= this.max) this.#seen.delete(this.#seen.keys().next().value!);
-    }
-    this.#seen.set(id, Number.isFinite(expiresAt) ? expiresAt : now + 3600_000);
-    return true;
-  }
 }

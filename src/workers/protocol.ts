@@ -47,8 +47,8 @@ export type ToWorker =
   | { t: "report"; id: number; what: ReportKind }
   /** The answer to this worker's `collect`: one value per worker (and the supervisor's metrics). */
   | { t: "collected"; id: number; values: unknown[] }
-  /** The answer to this worker's `claim`. */
-  | { t: "claimed"; id: number; ok: boolean }
+  /** The answer to this worker's `claim` (null: it cannot be recorded, SSO_NOT_READY). */
+  | { t: "claimed"; id: number; ok: boolean | null }
   /** Stop accepting, drain, close the pool; answer `stopped`. */
   | { t: "shutdown" };
 

@@ -7,7 +7,9 @@
  * - reload (SIGUSR1): hold and drain every worker, run `reload.cmd` once, introspect once, swap
  *   everywhere, release (a failed reload releases with the old state);
  * - shutdown (SIGTERM/SIGINT): every worker stops accepting, drains and closes its pool;
- * - `/svc/metrics` and `/svc/health` figures summed over workers; "used once" SSO keys;
+ * - `/svc/metrics` and `/svc/health` figures summed over workers; "used once" SSO keys (the
+ *   in-memory store, or the `sso.store` table on one connection); the SAML SP key pair created
+ *   before any worker starts;
  * - a worker that dies is replaced and given the current state.
  *
  * @module
@@ -28,7 +30,8 @@ import { installProcessGuard } from "../guard.ts";
 import { registry } from "../metrics.ts";
 import { serveMetrics } from "../http/metrics.ts";
 import { helperPathHook } from "../typescript/serve.ts";
-import { LocalOnce } from "../util/once.ts";
+import { LocalOnce, type OnceStore } from "../util/once.ts";
+import { openReplayStore } from "../sso/store.ts";
 import { announceStart } from "../serve.ts";
 import type { FromWorker, ReportKind, SharedState, ToWorker } from "./protocol.ts";
 import { packState } from "./state.ts";
@@ -157,7 +160,15 @@ export async function supervise(
   installProcessGuard();
   const secret = await loadSecret({ secret: cfg.jwt.secret, secretsDir: cfg.secrets.dir });
   const slices = poolSlices(cfg.pg.pool_size, count);
-  const once = new LocalOnce();
+  const replayStore = openReplayStore(cfg);
+  const once: OnceStore = replayStore ?? new LocalOnce();
+  if (Object.keys(cfg.saml).some((k) => k !== "certificate_path" && k !== "private_key_path")) {
+    // Generated here once: workers generating them together would race for the files.
+    const { prepareSpKeys } = await import("../sso/certs.ts");
+    for (const f of await prepareSpKeys(cfg)) {
+      log.error("saml: cannot load or create the SP key pair {pair}: {error}", f);
+    }
+  }
   const hooks: ReloadHook[] = [];
   if (cfg.typescript.helper_path) hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
   const handles: WorkerHandle[] = [];
@@ -204,7 +215,10 @@ export async function supervise(
         },
       );
     } else if (m.t === "claim") {
-      h.post({ t: "claimed", id: m.id, ok: once.claimNow(m.ns, m.key, m.expiresAt) });
+      once.claim(m.ns, m.key, m.expiresAt).then(
+        (ok) => h.post({ t: "claimed", id: m.id, ok }),
+        () => h.post({ t: "claimed", id: m.id, ok: null }),
+      );
     }
   };
 
@@ -280,6 +294,7 @@ export async function supervise(
     await metricsServer?.shutdown();
     const budget = (cfg.reload.drain_timeout + 10) * 1000;
     await Promise.all(handles.map((h) => h.stop(budget)));
+    await replayStore?.close();
     log.debug("shutdown: every worker stopped");
   };
   return { port, workers: count, ready, reload, shutdown };

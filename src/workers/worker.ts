@@ -7,7 +7,7 @@
  */
 import { type Server, start, type WorkerSide } from "../serve.ts";
 import { registry } from "../metrics.ts";
-import { setOnceStore } from "../util/once.ts";
+import { setOnceStore, storeFull } from "../util/once.ts";
 import type { PoolStats } from "../db/pool.ts";
 import type { FromWorker, ListenFailure, ReportKind, ToWorker } from "./protocol.ts";
 import { unpackState } from "./state.ts";
@@ -56,7 +56,11 @@ export function runWorker(): void {
       case "init": {
         cfg = m.cfg;
         setOnceStore({
-          claim: (ns, key, expiresAt) => ask<boolean>({ t: "claim", ns, key, expiresAt }),
+          claim: async (ns, key, expiresAt) => {
+            const ok = await ask<boolean | null>({ t: "claim", ns, key, expiresAt });
+            if (ok === null) throw storeFull();
+            return ok;
+          },
         });
         const side: WorkerSide = {
           index: m.index,

@@ -2,9 +2,10 @@
  * The write planner: turns a validated query (RelationNode) and a write payload (`data`, which
  * mirrors what reading the query returns) into a WritePlan — every row to write, what to do with
  * it, where its foreign keys come from, and the set-based statements to run, in order.
- * Pure: no I/O. The plan is run by `executeWrite` (execute.ts).
+ * Pure: no I/O. `compileWrite` (compile.ts) turns the plan into SQL, `executeWrite` (execute.ts)
+ * or the request pool's pipeline runs it.
  *
- * Semantics (DECISIONS.md §4, SPEC "POST /svc" write rules):
+ * Semantics (the write rules of docs/query.md and README.md's write section):
  * - Shape: the root is an array of objects; an incoming join key holds an array, an outgoing join
  *   key an object or null; keys are the select's output names. An unknown key is QUERY_INVALID
  *   (pointer into data). `get`-marked items, computed fields and other expressions, generated
@@ -28,7 +29,10 @@
  *     NOTHING`); otherwise insert; omitted existing children are deleted.
  *   - readonly: never written, nor anything under it. An outgoing readonly join's object must
  *     carry the referenced key; it sets the parent's foreign key (`null` clears it).
- *   The root never deletes (it has no parent). Outgoing joins never delete the referenced row.
+ *   A root in merge or merge-new whose query has a `where` deletes the existing rows matching it
+ *   that the payload omits (the `where` scopes the root as the foreign key scopes a child; with
+ *   limit/offset/distinct_on too: QUERY_NOT_WRITABLE); without `where` the root deletes nothing.
+ *   Outgoing joins never delete the referenced row.
  *   A view's key is never treated as natural (its columns carry no default/identity information).
  * - Deletes: for each parent row that may exist (updated, kept, upserted) and whose payload carries
  *   the join (an empty array deletes every child), children not carried by key anywhere under the
@@ -39,7 +43,7 @@
  * - A row to update whose key matches no row is QUERY_INVALID (merge never inserts a row carrying a
  *   generated key). Two rows of one statement with the same key must carry the same values (they
  *   are written once, e.g. two tracks linking one genre object), else QUERY_INVALID.
- * - Order: deletes first, deepest relation first; then, depth-first, every outgoing (referenced)
+ * - Order: deletes first, deepest relation first (the root's last); then, depth-first, every outgoing (referenced)
  *   relation before the relation referencing it, a parent before its incoming children; keys flow
  *   through fills (child foreign key ← parent key; parent foreign key ← referenced row's key).
  * - Rows to insert must provide every mandatory column (a filled foreign key counts), else
@@ -61,6 +65,7 @@ export type {
   PlanRow,
   RowAction,
   RowsStep,
+  Stat,
   WritePlan,
   WriteStep,
 } from "./types.ts";
@@ -406,7 +411,7 @@ function has(row: PlanRow, col: string): boolean {
 function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>): void {
   const rel = plan.relation;
   const q = plan.query;
-  // SPEC write rule 5: key (and conflict) columns must be in the select, or filled by a join of it.
+  // Key (and conflict) columns must be in the select, or filled by a join of it.
   const selected = new Set<string>();
   for (const item of items.values()) {
     if (item.kind === "column") selected.add(item.column.name);

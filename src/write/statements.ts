@@ -1,16 +1,32 @@
 /**
- * SQL text of the write statements. Pure: no I/O. Every statement is set-based: its rows arrive
- * as ONE jsonb parameter (`$1`, sent as text and cast, so that no driver re-encodes it) expanded
- * by `jsonb_to_recordset` with the introspected column types — a wrong-typed value fails in the
- * database with a 22xxx error, never in JavaScript. One statement handles any number of rows.
+ * SQL text of the write statements: one builder per kind of statement (INSERT, UPDATE, INSERT …
+ * ON CONFLICT DO UPDATE / DO NOTHING, lookup, DELETE of omitted children or root rows). Pure: no
+ * I/O; compile.ts decides which statements a write runs and with which values.
  *
- * Every input row carries its position `"@o"` (index of the row in its plan node), and the
- * statements return it (UPDATE … FROM, and the CTE forms that join the written rows back to the
- * input by their conflict columns), so results map to payload rows exactly — except the plain
- * INSERT, whose rows have no identity before they are inserted: there the input is sorted by
- * `"@o"` and RETURNING rows come back in that order, because PostgreSQL's ModifyTable node
- * inserts the rows of its (sorted, never parallel) subplan one at a time and projects RETURNING
- * for each as it goes. The executor checks the number of rows returned.
+ * Every statement is a plain statement of its own, run in order in the request's transaction, so
+ * it sees what the statements before it wrote (RLS policies, triggers and constraints of a child
+ * see its parent). Its rows arrive as ONE jsonb parameter (sent as text and cast, so that no
+ * driver re-encodes it) expanded by `jsonb_to_recordset` with the introspected column types — a
+ * wrong-typed value fails in the database with a 22xxx error, never in JavaScript. Every input row
+ * carries its position `"@o"` (index of the row in its plan node); the input is in `"@o"` order.
+ *
+ * Values only the database knows (a generated key) flow between statements inside the database:
+ * a statement whose rows others need stores them in the transaction-local setting
+ * {@link valuesSetting} of its statement index — a JSON array with one entry per input row, in
+ * input order: the array of the row's returned columns as text (the key first), or null for a row
+ * it did not write (a kept `ON CONFLICT DO NOTHING` row). A statement needing them reads the
+ * setting once and takes each row's value by position (the input field `"@s<statement>"`). UPDATE
+ * returns `x."@o"` and the ON CONFLICT forms join the written rows back to the input by their
+ * conflict columns; a plain INSERT has no identity before it is inserted: its input is sorted by
+ * `"@o"` and RETURNING rows come back in that order (ModifyTable inserts the rows of its sorted
+ * subplan one at a time, the CTE's tuple store keeps them in that order), so the n-th returned row
+ * is the n-th input row — and the count is checked.
+ *
+ * A check (an UPDATE whose key matched no row, a kept row that does not exist, an INSERT that
+ * returned another number of rows than it was given, a value taken from a row that was not
+ * written) raises inside its statement: `invalid input syntax for type integer:
+ * "<marker>:<check>:<row>"`, a cast of a marker text, which compile.ts maps back to its
+ * QUERY_INVALID and pointer.
  *
  * Identifiers are quoted with `ident`; types are `format_type` text from the catalogs; nothing
  * from the request is spliced into SQL.
@@ -30,13 +46,46 @@ export interface InputColumn {
 
 /** What the statements need to know about their relation. */
 export interface StatementTarget {
-  table: string;
   relation: { schema: string; name: string; kind: string };
   keyColumns: string[];
   conflictColumns: string[];
-  /** Columns read back (as text) from written rows. */
+  /** Columns read back (as text) from written rows, the key first. */
   returning: string[];
 }
+
+/** A value of an input column taken at run time from the rows an earlier statement stored. */
+export interface FillSource {
+  /** Column of the input receiving the value. */
+  column: string;
+  /** Statement (its setting) and the index of the source column in its stored entries. */
+  statement: number;
+  index: number;
+  /** Check raised when the source row has no stored values (the row's position is the value). */
+  check: number;
+}
+
+/** The shared parts of a rows statement. */
+export interface RowsSpec {
+  target: StatementTarget;
+  columns: InputColumn[];
+  fills: FillSource[];
+  /** The statement's index: its setting when it stores its rows ({@link valuesSetting}). */
+  index: number;
+  /** Whether later statements need its rows (it stores them). */
+  store: boolean;
+  /** A process-unique marker of check failures (see the module comment). */
+  marker: string;
+  /** The check raised by this statement (update, lookup: missing rows; insert: row counts). */
+  check: number;
+}
+
+/** The transaction-local setting holding the rows statement `index` stored. */
+export function valuesSetting(index: number): string {
+  return `svc.w_${index}`;
+}
+
+/** The transaction-local setting holding the root keys of the last write (payload order). */
+export const ROOT_KEYS_SETTING = "svc.write_root_keys";
 
 /** Name of the presence flag of a column in the input. */
 export function flagName(column: string): string {
@@ -44,7 +93,7 @@ export function flagName(column: string): string {
 }
 
 /** The quoted `schema.name` of a target. */
-export function qname(t: StatementTarget): string {
+export function qname(t: { relation: { schema: string; name: string } }): string {
   return `${ident(t.relation.schema)}.${ident(t.relation.name)}`;
 }
 
@@ -63,6 +112,50 @@ export function recordset(
   return `jsonb_to_recordset(${param}::text::jsonb) AS ${alias}(${defs.join(", ")})`;
 }
 
+/** Name of the input field holding a row's position in the rows statement `index` stored. */
+export function sourceField(index: number): string {
+  return `@s${index}`;
+}
+
+/** A check failure: raises when `row` (an integer expression) is not null. */
+function raise(marker: string, check: number, row: string): string {
+  return `CASE WHEN ${row} IS NOT NULL THEN ('${marker}:${check}:' || ${row})::int END`;
+}
+
+/**
+ * The input rows: `SELECT r."@o", <column values> FROM jsonb_to_recordset(…) AS r …`, a value
+ * filled at run time taken from the setting of the statement that stored it (read once).
+ */
+function input(spec: RowsSpec, param = "$1"): string {
+  const sources = [...new Set(spec.fills.map((f) => f.statement))];
+  const defs = [
+    ...spec.columns,
+    ...sources.map((k) => ({ name: sourceField(k), type: "integer" })),
+  ];
+  const cols = spec.columns.map((c) => {
+    const q = ident(c.name);
+    const flag = c.flag ? `, r.${ident(flagName(c.name))}` : "";
+    const fills = spec.fills.filter((f) => f.column === c.name);
+    if (fills.length === 0) return `r.${q}${flag}`;
+    // A row takes the column from at most one statement; a source row without values fails.
+    const cases = fills.map((f) => {
+      const at = `r.${ident(sourceField(f.statement))}`;
+      const entry = `"s${f.statement}"."v" -> ${at}`;
+      return `CASE WHEN ${at} IS NULL THEN NULL WHEN jsonb_typeof(${entry}) = 'array' THEN ` +
+        `(${entry} ->> ${f.index})::${c.type} ELSE CASE WHEN ${
+          raise(spec.marker, f.check, at)
+        } = 0 THEN NULL END::${c.type} END`;
+    });
+    return `coalesce(${[...cases, `r.${q}`].join(", ")}) AS ${q}${flag}`;
+  });
+  const joins = sources.map((k) =>
+    ` CROSS JOIN (SELECT current_setting('${valuesSetting(k)}')::jsonb AS "v" OFFSET 0) AS "s${k}"`
+  );
+  return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${recordset(defs, "r", param)}${
+    joins.join("")
+  }`;
+}
+
 function returning(t: StatementTarget, alias = "t"): string {
   return t.returning.map((c) => `${alias}.${ident(c)}::text AS ${ident(c)}`).join(", ");
 }
@@ -71,101 +164,167 @@ function matchOn(cols: string[], left: string, right: string): string {
   return cols.map((c) => `${left}.${ident(c)} = ${right}.${ident(c)}`).join(" AND ");
 }
 
-/** Multi-row INSERT; RETURNING in input order. */
-export function insertStatement(t: StatementTarget, columns: InputColumn[]): string {
-  const names = columns.map((c) => ident(c.name));
+/** `set_config(<setting of the statement>, <entries of rel in order>)`; null entries where `when` fails. */
+function storeExpr(
+  spec: RowsSpec,
+  rel: string,
+  order: string | null,
+  when?: string,
+  cast = "",
+): string {
+  const entry = `json_build_array(${
+    spec.target.returning.map((c) => `${rel}.${ident(c)}${cast}`).join(", ")
+  })`;
+  const value = when ? `CASE WHEN ${when} THEN ${entry} END` : entry;
+  return `set_config('${valuesSetting(spec.index)}', coalesce(json_agg(${value}${
+    order ? ` ORDER BY ${order}` : ""
+  }), '[]')::text, true) AS "s"`;
+}
+
+/**
+ * Multi-row INSERT in input order. Without a store: a plain `INSERT … SELECT` (its command
+ * count is the inserted count). With one, `$2` is the number of input rows (checked).
+ */
+export function insertStatement(spec: RowsSpec): string {
+  const t = spec.target;
+  const names = spec.columns.map((c) => ident(c.name));
   const list = names.length > 0 ? ` (${names.join(", ")})` : "";
-  const select = names.length > 0 ? names.map((n) => `x.${n}`).join(", ") : "";
-  return `INSERT INTO ${qname(t)} AS t${list} SELECT ${select} FROM ${
-    recordset(columns)
-  } ORDER BY x."@o" ` +
-    `RETURNING ${t.returning.length > 0 ? returning(t) : `1 AS "@1"`}`;
+  const head = `INSERT INTO ${qname(t)} AS t${list} SELECT ${
+    names.map((n) => `x.${n}`).join(", ")
+  } FROM (${input(spec)}) AS x ORDER BY x."@o"`;
+  if (!spec.store) return head;
+  const counted = `CASE WHEN count(*) <> $2::int THEN count(*) END`;
+  return `WITH w AS (${head} RETURNING ${returning(t)}) ` +
+    `SELECT count(*)::int AS "i", 0 AS "u", 0 AS "d", ${
+      raise(spec.marker, spec.check, counted)
+    } AS "c", ${storeExpr(spec, "w", null)} FROM w`;
 }
 
 /** Multi-row UPDATE by key; a flagged column is only set in rows whose flag is true. */
-export function updateStatement(t: StatementTarget, columns: InputColumn[]): string {
-  const match = columns.filter((c) => c.role === "match").map((c) => c.name);
-  const set = columns.filter((c) => c.role === "write").map((c) => {
+export function updateStatement(spec: RowsSpec): string {
+  const t = spec.target;
+  const match = spec.columns.filter((c) => c.role === "match").map((c) => c.name);
+  const set = spec.columns.filter((c) => c.role === "write").map((c) => {
     const q = ident(c.name);
     return c.flag
       ? `${q} = CASE WHEN x.${ident(flagName(c.name))} THEN x.${q} ELSE t.${q} END`
       : `${q} = x.${q}`;
   });
-  return `UPDATE ${qname(t)} AS t SET ${set.join(", ")} FROM ${recordset(columns)} ` +
-    `WHERE ${matchOn(match, "t", "x")} RETURNING x."@o" AS "@o", ${returning(t)}`;
+  const missing =
+    `(SELECT min(x."@o") FROM x WHERE NOT EXISTS (SELECT FROM w WHERE w."@o" = x."@o"))`;
+  return `WITH x AS (${input(spec)}), ` +
+    `w AS (UPDATE ${qname(t)} AS t SET ${set.join(", ")} FROM x WHERE ${
+      matchOn(match, "t", "x")
+    } ` +
+    `RETURNING x."@o" AS "@o", ${returning(t)}) ` +
+    `SELECT 0 AS "i", count(*)::int AS "u", 0 AS "d", ${
+      raise(spec.marker, spec.check, missing)
+    } AS "c"${spec.store ? `, ${storeExpr(spec, "w", `w."@o"`)}` : ""} FROM w`;
 }
 
 /** The INSERT … ON CONFLICT forms, joined back to the input by the conflict columns. */
-function conflictInsert(
-  t: StatementTarget,
-  columns: InputColumn[],
-  action: string,
-  extra: string,
-): string {
-  const names = columns.map((c) => ident(c.name));
+function conflictInsert(spec: RowsSpec, action: string, inserted: string | null): string {
+  const t = spec.target;
+  const names = spec.columns.map((c) => ident(c.name));
   const back = t.conflictColumns.map((c, i) => `t.${ident(c)} AS "@m${i}"`);
   const on = t.conflictColumns.map((c, i) => `w."@m${i}" = x.${ident(c)}`).join(" AND ");
-  const out = t.returning.map((c) => `w.${ident(c)}`);
-  return `WITH x AS (SELECT * FROM ${recordset(columns)}), ` +
-    `w AS (INSERT INTO ${qname(t)} AS t (${names.join(", ")}) SELECT ${
-      names.map((n) => `x.${n}`).join(", ")
-    } ` +
-    `FROM x ORDER BY x."@o" ON CONFLICT (${t.conflictColumns.map(ident).join(", ")}) ${action} ` +
-    `RETURNING ${[...extra ? [extra] : [], ...back, returning(t)].join(", ")}) ` +
-    `SELECT ${
-      ['x."@o"', ...(extra ? [`w."@ins"`] : []), ...out].join(", ")
-    } FROM w JOIN x ON ${on}`;
+  const ret = [...(inserted ? [`${inserted} AS "@ins"`] : []), ...back, returning(t)];
+  const insert = `INSERT INTO ${qname(t)} AS t (${names.join(", ")}) SELECT ${
+    names.map((n) => `x.${n}`).join(", ")
+  } FROM x ORDER BY x."@o" ON CONFLICT (${
+    t.conflictColumns.map(ident).join(", ")
+  }) ${action} RETURNING ${ret.join(", ")}`;
+  // With a store, every input row in order with what was written for it (nothing: a kept row).
+  const written = spec.store ? `w."@m0" IS NOT NULL` : "true";
+  const count = (cond: string) => `count(*) FILTER (WHERE ${cond})::int`;
+  const counts = inserted
+    ? `${count(`${written} AND w."@ins"`)} AS "i", ${count(`${written} AND NOT w."@ins"`)} AS "u"`
+    : `${count(written)} AS "i", 0 AS "u"`;
+  const store = spec.store ? `, ${storeExpr(spec, "w", `x."@o"`, written)}` : "";
+  return `WITH x AS (${input(spec)}), w AS (${insert}) SELECT ${counts}, 0 AS "d"${store} FROM ${
+    spec.store ? `x LEFT JOIN w ON ${on}` : "w"
+  }`;
 }
 
 /** `INSERT … ON CONFLICT (conflict columns) DO UPDATE`, telling inserted from updated rows. */
-export function upsertStatement(t: StatementTarget, columns: InputColumn[]): string {
-  let set = columns.filter((c) => !t.conflictColumns.includes(c.name)).map((c) => c.name);
+export function upsertStatement(spec: RowsSpec): string {
+  const t = spec.target;
+  let set = spec.columns.filter((c) => !t.conflictColumns.includes(c.name)).map((c) => c.name);
   // With nothing else to set, set a conflict column to itself so that RETURNING yields the row.
   if (set.length === 0) set = [t.conflictColumns[0]];
   const action = `DO UPDATE SET ${set.map((c) => `${ident(c)} = EXCLUDED.${ident(c)}`).join(", ")}`;
   // xmax is 0 on a freshly inserted row version; a view has no xmax (its rows count as updated).
   const isTable = t.relation.kind === "table" || t.relation.kind === "partitioned_table";
-  return conflictInsert(t, columns, action, isTable ? `(t.xmax = 0) AS "@ins"` : `false AS "@ins"`);
+  return conflictInsert(spec, action, isTable ? "(t.xmax = 0)" : "false");
 }
 
 /** `INSERT … ON CONFLICT (key) DO NOTHING`: returns the inserted rows only. */
-export function insertOrKeepStatement(t: StatementTarget, columns: InputColumn[]): string {
-  return conflictInsert(t, columns, "DO NOTHING", "");
+export function insertOrKeepStatement(spec: RowsSpec): string {
+  return conflictInsert(spec, "DO NOTHING", null);
 }
 
-/** Reads back columns of existing rows by key. */
-export function lookupStatement(t: StatementTarget, columns: InputColumn[]): string {
-  const match = columns.map((c) => c.name);
-  return `SELECT x."@o" AS "@o", ${returning(t)} FROM ${qname(t)} AS t JOIN ${
-    recordset(columns)
-  } ` +
-    `ON ${matchOn(match, "t", "x")}`;
-}
-
-/** What a delete needs to know about the join to its parent. */
-export interface DeleteTarget extends StatementTarget {
-  /** Pairs [column of this (child) relation, column of the parent]. */
-  join: { on: [string, string][] } | null;
+/** Reads the returned columns of existing rows by key; every row must be found. */
+export function lookupStatement(spec: RowsSpec): string {
+  const t = spec.target;
+  const match = spec.columns.map((c) => c.name);
+  const found = `t.${ident(match[0])} IS NOT NULL`;
+  const missing = `min(x."@o") FILTER (WHERE NOT (${found}))`;
+  return `WITH x AS (${input(spec)}) SELECT 0 AS "i", 0 AS "u", 0 AS "d", ${
+    raise(spec.marker, spec.check, missing)
+  } AS "c"${
+    spec.store ? `, ${storeExpr(spec, "t", `x."@o"`, found, "::text")}` : ""
+  } FROM x LEFT JOIN ${qname(t)} AS t ON ${matchOn(match, "t", "x")}`;
 }
 
 /**
- * Deletes the children of the parent rows given in `$1` (matched by `match`) whose key is not
- * in `$2`; returns one row with the count `n`.
+ * Stores the root keys in payload order in {@link ROOT_KEYS_SETTING} from `$1`: one entry per
+ * root row, its key values, or `[statement, position]` of the stored row holding them.
  */
-export function deleteStatement(
-  child: DeleteTarget,
+export function rootKeysStatement(): string {
+  return `SELECT set_config('${ROOT_KEYS_SETTING}', coalesce(json_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
+    `'array' THEN a.e -> 0 ELSE current_setting('svc.w_' || (a.e ->> 0))::jsonb -> (a.e ->> 1)::int END ` +
+    `ORDER BY a.o), '[]')::text, true) AS "r" FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(e, o)`;
+}
+
+/**
+ * Deletes the children of the parent rows given in `$1` (matched by `match`) whose key is not in
+ * `$2` (its command count is the deleted count).
+ */
+export function deleteChildrenStatement(
+  child: StatementTarget,
+  on: [string, string][],
   parent: StatementTarget,
   match: { name: string; type: string }[],
   key: { name: string; type: string }[],
 ): string {
-  const on = child.join?.on ?? [];
   const refs = on.map(([, parentCol], i) => `t.${ident(parentCol)} AS "r${i}"`);
   const fk = on.map(([childCol], i) => `c.${ident(childCol)} = p."r${i}"`);
-  const keep = key.map((k) => `k.${ident(k.name)} = c.${ident(k.name)}`);
-  return `WITH p AS (SELECT DISTINCT ${refs.join(", ")} FROM ${qname(parent)} AS t JOIN ` +
-    `${recordset(match, "x", "$1", false)} ON ${matchOn(match.map((m) => m.name), "t", "x")}), ` +
-    `k AS (SELECT * FROM ${recordset(key, "k", "$2", false)}), ` +
-    `d AS (DELETE FROM ${qname(child)} AS c USING p WHERE ${fk.join(" AND ")} ` +
-    `AND NOT EXISTS (SELECT FROM k WHERE ${keep.join(" AND ")}) RETURNING 1) ` +
-    `SELECT count(*)::int AS n FROM d`;
+  return `DELETE FROM ${qname(child)} AS c USING (SELECT DISTINCT ${refs.join(", ")} FROM ${
+    qname(parent)
+  } AS t JOIN ${recordset(match, "x", "$1", false)} ON ${
+    matchOn(match.map((m) => m.name), "t", "x")
+  }) AS p WHERE ${fk.join(" AND ")} AND ${keepClause(key, "c", "$2")}`;
+}
+
+/**
+ * Deletes the rows of a root relation matching `where` (a condition over `alias`) whose key is
+ * not in `keyParam` (its command count is the deleted count).
+ */
+export function deleteRootStatement(
+  target: StatementTarget,
+  alias: string,
+  where: string,
+  key: { name: string; type: string }[],
+  keyParam: string,
+): string {
+  return `DELETE FROM ${qname(target)} AS ${ident(alias)} WHERE ${where} AND ${
+    keepClause(key, ident(alias), keyParam)
+  }`;
+}
+
+function keepClause(key: { name: string; type: string }[], alias: string, param: string): string {
+  const keep = key.map((k) => `k.${ident(k.name)} = ${alias}.${ident(k.name)}`);
+  return `NOT EXISTS (SELECT FROM ${recordset(key, "k", param, false)} WHERE ${
+    keep.join(" AND ")
+  })`;
 }

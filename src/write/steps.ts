@@ -1,20 +1,12 @@
 /**
  * The statement steps of a write plan: from the planned rows of every node (plan.ts), the
- * set-based statements to run, in order — deletes of omitted children first (deepest relation
- * first), then, depth-first, referenced relations before the relations referencing them and a
- * parent before its incoming children. Pure: no I/O.
+ * set-based statements to run, in order — deletes of omitted rows first (deepest relation first,
+ * the root's last), then, depth-first, referenced relations before the relations referencing them
+ * and a parent before its incoming children. Which rows go together and which columns each
+ * statement takes; the SQL is compile.ts's. Pure: no I/O.
  */
-import type { Relation } from "../db/schema.ts";
 import { SvcError } from "../errors.ts";
-import {
-  deleteStatement,
-  type InputColumn,
-  insertOrKeepStatement,
-  insertStatement,
-  lookupStatement,
-  updateStatement,
-  upsertStatement,
-} from "./statements.ts";
+import type { InputColumn } from "./statements.ts";
 import type { DeleteStep, PlanNode, PlanRow, RowAction, RowsStep, WriteStep } from "./types.ts";
 import type { JsonValue } from "./values.ts";
 
@@ -89,39 +81,27 @@ function writeStepsOf(n: PlanNode): RowsStep[] {
       ...n.keyColumns.map((c) => inputColumn(n, c, "match")),
       ...set.map((c) => inputColumn(n, c, "write", !updates.every((r) => n.rows[r].writes.has(c)))),
     ];
-    steps.push({
-      kind: "update",
-      node: n.id,
-      rows: updates,
-      columns,
-      sql: updateStatement(n, columns),
-    });
+    steps.push({ kind: "update", node: n.id, rows: updates, columns });
   }
   // Upserts: ON CONFLICT DO UPDATE cannot tell a missing column from one set to null, so rows are
   // grouped by the set of columns they write (one group for a uniform payload).
   for (const rows of groupBy(idx("upsert"), (r) => pattern(r, () => true))) {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
-    steps.push({ kind: "upsert", node: n.id, rows, columns, sql: upsertStatement(n, columns) });
+    steps.push({ kind: "upsert", node: n.id, rows, columns });
   }
   // Inserts (and insert-or-keep): an absent column must take its default, which INSERT … SELECT
   // cannot express per row, so rows are grouped by which columns with a default they provide
   // (one group for a uniform payload). Absent columns without a default are NULL either way.
   for (const rows of groupBy(idx("insert-or-keep"), (r) => pattern(r, defaulted))) {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
-    steps.push({
-      kind: "insert-or-keep",
-      node: n.id,
-      rows,
-      columns,
-      sql: insertOrKeepStatement(n, columns),
-    });
+    steps.push({ kind: "insert-or-keep", node: n.id, rows, columns });
   }
   for (const rows of groupBy(idx("insert"), (r) => pattern(r, defaulted))) {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
-    steps.push({ kind: "insert", node: n.id, rows, columns, sql: insertStatement(n, columns) });
+    steps.push({ kind: "insert", node: n.id, rows, columns });
   }
-  // Kept rows whose read-back columns are not all known are looked up (at run time, only those
-  // still lacking values: insert-or-keep rows that were inserted already have them).
+  // Kept rows whose read-back columns are not all known are looked up (after the insert-or-keep
+  // statement: a row it inserted is found like one it kept).
   const lookups = n.rows.flatMap((r, i) =>
     (r.action === "keep" || r.action === "insert-or-keep") &&
       n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
@@ -130,31 +110,46 @@ function writeStepsOf(n: PlanNode): RowsStep[] {
   );
   if (lookups.length > 0) {
     const columns = n.keyColumns.map((c) => inputColumn(n, c, "match"));
-    steps.push({
-      kind: "lookup",
-      node: n.id,
-      rows: lookups,
-      columns,
-      sql: lookupStatement(n, columns),
-    });
+    steps.push({ kind: "lookup", node: n.id, rows: lookups, columns });
   }
   return steps;
 }
 
 /**
- * The deletes of a merge/merge-new incoming node: existing children of the parent rows that may
- * already exist (updated, kept or upserted; identified by values known before execution) and whose
- * payload carries this join, except the rows the payload of this node carries by key (anywhere
- * under the node, so that a child moved from one parent to another is updated, not deleted).
- * Updated and kept parents are matched by their key, upserted ones by their conflict columns:
- * at most two statements.
+ * The deletes of a merge/merge-new node.
+ * - An incoming child: existing children of the parent rows that may already exist (updated, kept
+ *   or upserted; identified by values known before execution) and whose payload carries this
+ *   join, except the rows the payload of this node carries by key (anywhere under the node, so
+ *   that a child moved from one parent to another is updated, not deleted). Updated and kept
+ *   parents are matched by their key, upserted ones by their conflict columns: at most two
+ *   statements.
+ * - The root, when its query has a `where`: the existing rows matching it, except the rows the
+ *   payload carries by key. The `where` scopes the root as the foreign key scopes a child.
  */
 function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
   if (!n.written || (n.mode !== "merge" && n.mode !== "merge-new")) return [];
-  if (n.join?.direction !== "incoming" || n.parent === null) return [];
+  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.values.get(c) != null);
+  const keepOf = () =>
+    n.rows.filter((r) => r.action !== "insert" && known(r, n.keyColumns))
+      .map((r) => record(n.keyColumns, r.values));
+  const q = n.query;
+  if (n.parent === null) {
+    if (q.where === null) return [];
+    if (q.limit !== null || q.offset !== null || q.distinctOn.length > 0) {
+      throw new SvcError(
+        "QUERY_NOT_WRITABLE",
+        `${n.table} is written with write_mode ${n.mode} and a where, which deletes the rows ` +
+          `matching it that the payload omits, but its limit/offset/distinct_on hides rows from ` +
+          `the read: drop them, or use write_mode insert or upsert`,
+        { details: { pointer: q.pointer, relation: n.table } },
+      );
+    }
+    if (!n.relation.deletable) notWritable(n, "deleted from");
+    return [{ kind: "delete", node: n.id, parents: null, match: [], keep: keepOf() }];
+  }
+  if (n.join?.direction !== "incoming") return [];
   const parent = ctx.nodes[n.parent];
   if (!parent.written) return [];
-  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.values.get(c) != null);
   const byKey: PlanRow[] = [];
   const byConflict: PlanRow[] = [];
   for (const row of parent.rows) {
@@ -168,7 +163,6 @@ function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
     }
   }
   if (byKey.length === 0 && byConflict.length === 0) return [];
-  const q = n.query;
   if (q.where !== null || q.limit !== null || q.offset !== null || q.distinctOn.length > 0) {
     throw new SvcError(
       "QUERY_NOT_WRITABLE",
@@ -181,10 +175,7 @@ function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
     );
   }
   if (!n.relation.deletable) notWritable(n, "deleted from");
-  const keepRows = n.rows.filter((r) => r.action !== "insert" && known(r, n.keyColumns));
-  const keep = keepRows.map((r) => record(n.keyColumns, r.values));
-  const typed = (rel: Relation, cols: string[]) =>
-    cols.map((c) => ({ name: c, type: rel.columnMap.get(c)!.type }));
+  const keep = keepOf();
   const steps: DeleteStep[] = [];
   const groups: [PlanRow[], string[]][] = sameCols(parent.keyColumns, parent.conflictColumns)
     ? [[[...byKey, ...byConflict], parent.keyColumns]]
@@ -192,18 +183,7 @@ function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
   for (const [rows, match] of groups) {
     if (rows.length === 0) continue;
     const parents = rows.map((r) => record(match, r.values));
-    const sql = deleteStatement(
-      n,
-      parent,
-      typed(parent.relation, match),
-      typed(n.relation, n.keyColumns),
-    );
-    steps.push({
-      kind: "delete",
-      node: n.id,
-      sql,
-      params: [JSON.stringify(parents), JSON.stringify(keep)],
-    });
+    steps.push({ kind: "delete", node: n.id, parents, match: [...match], keep });
   }
   return steps;
 }

@@ -1,6 +1,6 @@
 /**
- * The data types of a write plan (plan.ts builds them, steps.ts adds the statements, execute.ts
- * and cte.ts run them). No code.
+ * The data types of a write plan (plan.ts builds them, steps.ts groups rows into statements,
+ * compile.ts turns the steps into SQL, execute.ts runs it). No code.
  */
 import type { JoinNode, RelationNode, WriteMode } from "../compile/ast.ts";
 import type { Relation } from "../db/schema.ts";
@@ -82,12 +82,20 @@ export interface PlanNode {
   rows: PlanRow[];
 }
 
-/** Deletes the existing children a merge omits. Its parameters are fully known when planning. */
+/**
+ * Deletes the existing rows a merge omits: children of the parent rows given (matched by `match`
+ * columns of the parent), or, at the root (`parents` null), the rows matching the root query's
+ * `where`. Rows whose key is in `keep` stay. Fully known when planning.
+ */
 export interface DeleteStep {
   kind: "delete";
   node: number;
-  sql: string;
-  params: string[];
+  /** Parent rows (their `match` column values); null: the root's `where` scopes the delete. */
+  parents: Record<string, JsonValue>[] | null;
+  /** Columns of the parent identifying `parents` (its key or its conflict columns). */
+  match: string[];
+  /** Key values of the rows the payload carries (never deleted). */
+  keep: Record<string, JsonValue>[];
 }
 
 /** A set-based statement over some rows of a node. */
@@ -98,7 +106,6 @@ export interface RowsStep {
   rows: number[];
   /** Columns of the `jsonb_to_recordset` input. */
   columns: InputColumn[];
-  sql: string;
 }
 
 /** One statement of a plan. */
@@ -111,4 +118,17 @@ export interface WritePlan {
   nodes: PlanNode[];
   /** Statements in execution order. */
   steps: WriteStep[];
+}
+
+/** Counts of one written relation (ComplexResult `stats`). */
+export interface Stat {
+  /** Join keys from the root (empty for the root). */
+  path: string[];
+  /** `schema.name`. */
+  table: string;
+  /** Payload rows of this relation. */
+  submitted: number;
+  inserted: number;
+  updated: number;
+  deleted: number;
 }

@@ -1,7 +1,7 @@
 /**
  * Column values of a write: pre-validation of payload values against the introspected column
  * types (so that obvious mismatches become a QUERY_INVALID naming the column instead of a
- * database error), and the conversion of values read back from the database as text.
+ * database error).
  * Pure: no I/O.
  */
 import type { Column } from "../db/schema.ts";
@@ -105,35 +105,4 @@ function describe(v: unknown): string {
   }
   if (typeof v === "number") return `the number ${v}`;
   return `${typeof v} ${String(v)}`;
-}
-
-/**
- * Converts a value the database returned as text (`col::text`) into the JSON value a reader of
- * the same column gets: numbers for integer and float columns (bigint only while exact), booleans
- * for boolean columns, the text itself otherwise (numeric stays a string: it is exact).
- */
-export function fromText(col: Column, text: unknown): JsonValue {
-  if (text === null || text === undefined) return null;
-  const s = String(text);
-  switch (col.type) {
-    case "smallint":
-    case "integer":
-    case "real":
-    case "double precision":
-    case "oid":
-      return Number(s);
-    case "bigint": {
-      const n = Number(s);
-      return Number.isSafeInteger(n) ? n : s;
-    }
-    case "boolean":
-      return s === "true" || s === "t";
-    default:
-      return s;
-  }
-}
-
-/** A stable text form of a JSON value, used to compare key tuples (5 and "5" are the same key). */
-export function keyText(values: (JsonValue | undefined)[]): string {
-  return JSON.stringify(values.map((v) => (typeof v === "number" ? String(v) : v ?? null)));
 }

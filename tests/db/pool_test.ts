@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { Database, readJson, type RequestRole } from "../../src/db/pool.ts";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const anon: RequestRole = { role: "~anonymous", claims: null, requestId: "r-anon" };
 const user: RequestRole = { role: "app_user", claims: { role: "app_user" }, requestId: "r-user" };
@@ -73,12 +74,9 @@ Deno.test("pool: a held connection that PostgreSQL closes is reconnected on the 
     const first = await who(db, anon);
     await psql(`select pg_terminate_backend(${first.pid})`);
     // The next request may race the close event; once it is seen, requests reconnect.
-    let next: Awaited<ReturnType<typeof who>> | undefined;
-    for (let i = 0; i < 50 && !next; i++) {
-      next = await who(db, anon).catch(() => undefined);
-      if (!next) await new Promise((r) => setTimeout(r, 20));
-    }
-    assert.ok(next, "no request succeeded after the connection was closed");
+    const next = await waitFor(() => who(db, anon).catch(() => undefined), {
+      what: "a request succeeding after the connection was closed",
+    });
     assert.notEqual(next.pid, first.pid);
     assert.deepEqual(next.u, "~anonymous");
   } finally {
@@ -92,7 +90,7 @@ Deno.test("pool: close() does not wait for held reservations", async () => {
   await Promise.all([who(db, anon), who(db, anon), who(db, user)]);
   const t0 = performance.now();
   await db.close(5);
-  assert.ok(performance.now() - t0 < 2000, `close took ${performance.now() - t0} ms`);
+  assert.ok(performance.now() - t0 < 4000, `close took ${performance.now() - t0} ms`);
 });
 
 Deno.test("pool: text parameters of every length and script arrive intact (patched encoder)", async () => {

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { runSvc, spawnSvc } from "../helpers/process.ts";
 import { TEST_SECRET } from "../helpers/server.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { freePort } from "../../src/db/cluster.ts";
 import { KEYS } from "../../src/config/keys.ts";
 import denoJson from "../../deno.json" with { type: "json" };
@@ -30,6 +31,17 @@ Deno.test("--print-setup-sql: the anonymous role and a NOINHERIT authenticator",
   assert.match(out.stdout, /create role "web_anon" nologin/);
   assert.match(out.stdout, /login noinherit/);
   assert.match(out.stdout, /grant "web_anon" to "svc_authenticator"/);
+});
+
+Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.uri's user)", async () => {
+  const byUser = await runSvc(["--print-setup-sql", "--pg.user=x"]);
+  assert.equal(byUser.code, 0, byUser.stderr);
+  assert.match(byUser.stdout, /create role "x" login noinherit/);
+  assert.match(byUser.stdout, /to "x";/);
+  assert.doesNotMatch(byUser.stdout, /svc_authenticator/);
+  const byUri = await runSvc(["--print-setup-sql", "--pg.uri=postgres://api_login@db/app"]);
+  assert.equal(byUri.code, 0, byUri.stderr);
+  assert.match(byUri.stdout, /create role "api_login" login noinherit/);
 });
 
 Deno.test("a busy port exits 1 with one clear line", async () => {
@@ -67,8 +79,9 @@ Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __
     const nf = await fetch(`${svc.url}/no/such/path`);
     assert.equal(nf.status, 404);
     await nf.body?.cancel();
-    await new Promise((r) => setTimeout(r, 300));
-    const lines = svc.output().split("\n").filter((l) => l.includes("/no/such/path"));
+    const logged = () => svc.output().split("\n").filter((l) => l.includes("/no/such/path"));
+    await waitFor(() => logged().length > 0, { what: "the access line of the 404" });
+    const lines = logged();
     assert.equal(lines.length, 1, svc.output());
     assert.match(lines[0], /"status":404/);
     assert.match(svc.output(), /SVC_PORT.*ignored|ignored.*SVC_PORT/);
@@ -83,4 +96,23 @@ Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __
 
 Deno.test("teardown", async () => {
   await stopDb();
+});
+
+Deno.test("jwt.secure=false: a session cookie without Secure, and a warning at startup", async () => {
+  const uri = await chinookDb();
+  const svc = await spawnSvc([`--pg.uri=${uri}`, "--jwt.secure=false", "--http.workers=1"]);
+  try {
+    await svc.waitHealthy();
+    assert.match(svc.output(), /jwt\.secure is false/);
+  } finally {
+    await svc.stop();
+  }
+  const both = await runSvc([
+    `--pg.uri=${uri}`,
+    "--jwt.secure=false",
+    "--jwt.same_site=None",
+    `--jwt.secret=${TEST_SECRET}`,
+  ]);
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /jwt\.secure=false cannot be combined with jwt\.same_site=None/);
 });

@@ -6,10 +6,13 @@
  * SVC_UPDATE_SCREENSHOTS=1.
  */
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
+import { browserTest, launchChromium } from "../helpers/browser.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { now, startServer, token } from "../helpers/server.ts";
 import { loadConfig } from "../../src/config/load.ts";
+
+/** The browser tests: ignored, or failing under SVC_REQUIRE_BROWSER=1, without a browser. */
+const test = browserTest;
 
 const uri = await chinookDb();
 // Screenshots for the README: written to docs/ with SVC_UPDATE_SCREENSHOTS=1, else to a temp dir
@@ -54,18 +57,14 @@ Deno.test("the page is self-contained, with a fresh nonce per response", async (
   }
 });
 
-Deno.test("playground in Chromium: pick artist, complete a join to album, run, SQL, error pointer", async () => {
+test("playground in Chromium: pick artist, complete a join to album, run, SQL, error pointer", async () => {
   const srv = await startServer(uri, [
     "--http.playground.enable=true",
     "--pg.query.allow_sql=true",
     "--pg.query.allow_query_plan=true",
     `--pg.query.wellknown_path=${new URL("../../wellknown", import.meta.url).pathname}`,
   ]);
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: ["--no-sandbox"],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
     const problems: string[] = [];
@@ -196,7 +195,7 @@ Deno.test("--dev turns the playground on", () => {
   assert.equal(loadConfig({ args: [], env: {} }).http.playground.enable, false);
 });
 
-Deno.test("the page uses the browser's session cookie: a role sees what it may see", async () => {
+test("the page uses the browser's session cookie: a role sees what it may see", async () => {
   const cUri = await chinookDb(
     "play_roles",
     `do $$ begin
@@ -209,11 +208,7 @@ Deno.test("the page uses the browser's session cookie: a role sees what it may s
      grant play_reader to current_user;`,
   );
   const srv = await startServer(cUri, ["--http.playground.enable=true"]);
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: ["--no-sandbox"],
-  });
+  const browser = await launchChromium();
   try {
     const ctx = await browser.newContext();
     const tok = await token({ role: "play_reader", iat: now(), exp: now() + 600 });

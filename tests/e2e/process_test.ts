@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { runSvc, spawnSvc } from "../helpers/process.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { freePort } from "../../src/db/cluster.ts";
 
 Deno.test("configuration errors exit with code 2 and one clear message", async () => {
@@ -31,8 +32,9 @@ Deno.test("database unreachable at startup: health 503, retries, then serves", a
     assert.equal(r.status, 503);
     assert.equal(r.headers.get("x-svc-errorcode"), "PG_UNAVAILABLE");
     await r.body?.cancel();
-    await new Promise((r) => setTimeout(r, 600));
-    assert.match(svc.output(), /database not ready; retrying/);
+    await waitFor(() => /database not ready; retrying/.test(svc.output()), {
+      what: "the retry logged",
+    });
     assert.ok(!/\n\s+at .*\.ts:\d+/.test(svc.output()), "no stack trace in the log");
   } finally {
     const st = await svc.stop();
@@ -130,20 +132,20 @@ Deno.test("requests running across three reloads never fail", async () => {
       }
     };
     const workers = [worker(), worker(), worker(), worker()];
+    const reloads = () => (svc.output().match(/signal.{0,4} reload done/g) ?? []).length;
+    // Three reloads one after the other, each with requests running before and across it.
     for (let i = 0; i < 3; i++) {
-      await new Promise((r) => setTimeout(r, 300));
+      const before = done;
+      await waitFor(() => done >= before + 10, { what: "requests running before the reload" });
       svc.kill("SIGUSR1");
+      await waitFor(() => reloads() === i + 1, { what: `reload ${i + 1} done` });
     }
-    await new Promise((r) => setTimeout(r, 500));
+    const after = done;
+    await waitFor(() => done >= after + 10, { what: "requests after the last reload" });
     stop = true;
     await Promise.all(workers);
     assert.deepEqual(failures, []);
-    assert.ok(done > 20, `requests done: ${done}`);
-    assert.equal(
-      (svc.output().match(/signal.{0,4} reload done/g) ?? []).length >= 1,
-      true,
-      svc.output(),
-    );
+    assert.equal(reloads(), 3, svc.output());
   } finally {
     await svc.stop();
   }

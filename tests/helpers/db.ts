@@ -60,6 +60,18 @@ export async function psql(sql: string, database = "chinook"): Promise<string> {
   return (await testCluster()).psql(sql, database);
 }
 
+/**
+ * The single value of a one-row, one-column query run as superuser (psql's aligned output parsed:
+ * header, rule, value; the "(1 row)" footer is never mistaken for the value).
+ */
+export async function scalar(sql: string, database = "chinook"): Promise<string> {
+  const lines = (await psql(sql, database)).split("\n");
+  if (lines.length < 4 || !/^-+$/.test(lines[1].trim()) || lines[3].trim() !== "(1 row)") {
+    throw new Error(`not a single value: ${lines.join("\n")}`);
+  }
+  return lines[2].trim();
+}
+
 /** Stops the cluster (call from the last test of a file, or rely on sanitizers being off). */
 export async function stopDb(): Promise<void> {
   if (!cluster) return;

@@ -34,7 +34,8 @@ function template(strings: TemplateStringsArray, values: unknown[]): string {
 function queryable(conn: () => Promise<Connection>): Queryable {
   const unsafe = async <T>(text: string, params: readonly unknown[] = []): Promise<T[]> => {
     const [r] = await (await conn()).execute([{ sql: text, params, prepare: false }]);
-    return r.rows as T[];
+    // `count`: the command's row count, as the write engine reads it (src/db/tx.ts).
+    return Object.assign(r.rows, { count: r.rowCount }) as unknown as T[];
   };
   const tag = <T>(strings: TemplateStringsArray, ...values: unknown[]) =>
     unsafe<T>(template(strings, values), values);

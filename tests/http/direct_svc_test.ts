@@ -88,8 +88,6 @@ Deno.test("direct /svc path: only the exact path", () => {
 
 Deno.test({
   name: "direct /svc path: teardown",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     await srv.stop();
     await stopDb();

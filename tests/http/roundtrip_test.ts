@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { proxy } from "../helpers/pgproxy.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 Deno.test("a read is one statement and one round trip before the response", async () => {
   const uri = new URL(await chinookDb());
@@ -25,7 +26,9 @@ Deno.test("a read is one statement and one round trip before the response", asyn
         },
       },
     };
-    const measure = async (body: unknown, n = 10) => {
+    // `executes`: the statements each request sends; the count is read once the proxy has seen
+    // them all (the commit may trail the response), never after a fixed pause.
+    const measure = async (body: unknown, executes: number, n = 10) => {
       for (let i = 0; i < 3; i++) await (await srv.post("/svc", body)).json(); // prepare statements
       Object.assign(p.counters, { bursts: 0, executes: 0, parses: 0 });
       for (let i = 0; i < n; i++) {
@@ -33,7 +36,7 @@ Deno.test("a read is one statement and one round trip before the response", asyn
         assert.equal(r.status, 200);
         await r.json();
       }
-      await new Promise((r) => setTimeout(r, 50)); // let a trailing commit reach the proxy
+      await waitFor(() => p.counters.executes >= executes * n, { what: "every statement sent" });
       return { ...p.counters, n };
     };
     // Known to fit one fetch batch (a limit ≤ 1000, or a unique key pinned by "="):
@@ -41,14 +44,14 @@ Deno.test("a read is one statement and one round trip before the response", asyn
     for (
       const body of [{ ...nested, limit: 20 }, { relation: "track", where: ["=", "track_id", 7] }]
     ) {
-      const c = await measure(body);
+      const c = await measure(body, 4);
       assert.equal(c.bursts, c.n, "one round trip per request");
       assert.equal(c.executes, 4 * c.n, "begin, role switch, the one query, commit");
       assert.equal(c.parses, 0, "prepared statements reused");
     }
     // Size unknown: begin, role switch and the one query's first rows (a portal with a row limit)
     // in the burst the response waits for; the commit follows once the answer is known complete.
-    const c = await measure(nested);
+    const c = await measure(nested, 4);
     assert.equal(c.bursts, 2 * c.n, "one round trip before the response, then the commit");
     assert.equal(c.executes, 4 * c.n, "begin, role switch, the query's first rows, commit");
     assert.equal(c.parses, 0, "prepared statements reused");

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { cookie, now, startServer, token } from "../helpers/server.ts";
 import { proxy } from "../helpers/pgproxy.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const fixture = await Deno.readTextFile(new URL("../fixtures/routes.sql", import.meta.url));
 const uri = new URL(await chinookDb("routes_auth", fixture));
@@ -55,7 +56,8 @@ Deno.test("a terminating middleware is gated by its own name", async () => {
 });
 
 Deno.test("one round trip: begin, role, middleware, route, commit in one burst", async () => {
-  const measure = async (send: () => Promise<Response>, n = 10) => {
+  // Read once the proxy has seen `executes` statements per request (never after a fixed pause).
+  const measure = async (send: () => Promise<Response>, executes: number, n = 10) => {
     for (let i = 0; i < 3; i++) await (await send()).arrayBuffer(); // prepare statements
     Object.assign(p.counters, { bursts: 0, executes: 0, parses: 0 });
     for (let i = 0; i < n; i++) {
@@ -63,11 +65,11 @@ Deno.test("one round trip: begin, role, middleware, route, commit in one burst",
       assert.equal(r.status, 200);
       await r.arrayBuffer();
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => p.counters.executes >= executes * n, { what: "every statement sent" });
     return { ...p.counters, n };
   };
   // /rt/login runs under the "/" middleware (rt.blocker): 5 statements, one burst.
-  const login = await measure(() => srv.post("/rt/login", { uid: "rt" }));
+  const login = await measure(() => srv.post("/rt/login", { uid: "rt" }), 5);
   assert.equal(login.bursts, login.n, "one round trip per request");
   assert.equal(login.executes, 5 * login.n, "begin, role switch, middleware, route, commit");
   assert.equal(login.parses, 0, "prepared statements reused");
@@ -76,8 +78,9 @@ Deno.test("one round trip: begin, role, middleware, route, commit in one burst",
   const alice = cookie(
     await token({ role: "app_user", uid: "alice", iat: t, exp: t + 1800, auth_time: t }),
   );
-  const hit = await measure(() =>
-    fetch(srv.url + "/private/hit", { method: "POST", headers: alice })
+  const hit = await measure(
+    () => fetch(srv.url + "/private/hit", { method: "POST", headers: alice }),
+    6,
   );
   // The whole chain leaves in one write (src/pg/connection.ts): one burst per request.
   assert.ok(hit.bursts <= hit.n, `${hit.bursts} bursts`);

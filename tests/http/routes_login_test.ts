@@ -31,7 +31,7 @@ Deno.test("login mints a cookie that /me then sees as svc.jwt.claims", async () 
   assert.match(c.header, /SameSite=Lax/);
   assert.match(c.header, /Max-Age=1800/);
   const claims = decodeJwt(c.value);
-  assert.equal(claims.role, "app_user");
+  assert.equal(claims.role, "customer");
   assert.equal(claims.customer_id, 1);
   assert.ok(typeof claims.iat === "number" && typeof claims.exp === "number");
   assert.equal(claims.auth_time, claims.iat);
@@ -41,10 +41,10 @@ Deno.test("login mints a cookie that /me then sees as svc.jwt.claims", async () 
   assert.deepEqual(await me.json(), {
     email: "luisg@embraer.com.br",
     customer_id: 1,
-    role: "app_user",
+    role: "customer",
   });
 
-  // The page's invoices query runs as app_user with the same cookie.
+  // The page's invoices query runs as customer (row-level security: only their invoices) with the same cookie.
   const inv = await srv.post("/svc", {
     relation: "invoice",
     where: ["=", "customer_id", 1],

@@ -101,6 +101,22 @@ Deno.test("renewal after renew_after keeps role, custom claims and auth_time", a
   assert.equal(renewed.exp, renewed.iat! + 1800);
 });
 
+Deno.test("jwt.secure=false: the session cookie has no Secure attribute (plain-http staging)", async () => {
+  const plain = await startServer(uri, ["--jwt.secure=false", "--jwt.renew_after=0"]);
+  try {
+    const t = now();
+    const tok = await token({ role: "member", iat: t - 10, exp: t + 800, auth_time: t - 10 });
+    const res = await plain.post("/svc", { relation: "genre", limit: 1 }, cookie(tok));
+    await res.body?.cancel();
+    const set = res.headers.get("set-cookie")!;
+    assert.ok(set, "a renewed cookie is set");
+    assert.match(set, /HttpOnly; SameSite=Lax$/);
+    assert.doesNotMatch(set, /Secure/);
+  } finally {
+    await plain.stop();
+  }
+});
+
 Deno.test("no renewal before renew_after", async () => {
   const t = now();
   const tok = await token({

@@ -79,8 +79,6 @@ async function uploadedFiles(): Promise<string[]> {
 
 Deno.test({
   name: "stream_upload: a 10 MB file lands on disk byte for byte, svc RSS grows < 10 MB",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const data = new Uint8Array(10 * MiB);
@@ -114,8 +112,6 @@ Deno.test({
 
 Deno.test({
   name: "stream_upload: a request the function refuses keeps none of its files",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const before = (await uploadedFiles()).length;
@@ -132,8 +128,6 @@ Deno.test({
 
 Deno.test({
   name: "template route: inline script and style carry the nonce of the CSP header; HTML escaped",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     const nonces = new Set<string>();
@@ -159,8 +153,6 @@ Deno.test({
 
 Deno.test({
   name: "SIGUSR1 drops the templates' cache in every worker",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const s = await server();
     for (let i = 0; i < 12; i++) {
@@ -185,8 +177,6 @@ Deno.test({
 
 Deno.test({
   name: "surface routes: stop",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const st = await svc.stop();
     assert.equal(st.code, 0, svc.output());

@@ -267,6 +267,14 @@ Deno.test("ComplexQuery errors and gates", async () => {
   assert.deepEqual(gated.body.sql, []);
   assert.deepEqual(gated.body.query_plan, []);
   assert.equal(gated.body.result.length, 2);
+  // Disabled flags are named in `warnings`, never silently dropped.
+  assert.deepEqual(gated.body.warnings, [
+    "count is disabled (pg.query.allow_count)",
+    "query_plan is disabled (pg.query.allow_query_plan)",
+    "sql is disabled (pg.query.allow_sql)",
+  ]);
+  const allowed = await post({ query: { relation: "genre", limit: 1 }, count: true });
+  assert.equal(allowed.body.warnings, undefined, "no warnings when every flag is allowed");
   const g = await srv.get("/svc?relation=genre&count=true");
   assert.equal(g.status, 400);
   assert.equal(g.headers.get("x-svc-errorcode"), "QUERY_COMPLEX_NOT_ALLOWED_ON_GET");

@@ -134,8 +134,6 @@ Deno.test("templates are cached until reload()", async () => {
 
 Deno.test({
   name: "teardown",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     await prod.shutdown();
     await dev.shutdown();

@@ -336,7 +336,7 @@ export class Arbs {
       ),
       hostileString,
     );
-    return fc.tuple(
+    const junk = fc.tuple(
       fc.constantFrom(...names),
       fc.array(fc.tuple(key, value), { maxLength: 5 }),
     ).map(([rel, pairs]) => {
@@ -344,6 +344,54 @@ export class Arbs {
       for (const [k, v] of pairs) if (k !== "relation") qs.append(k, v);
       return { method: "GET", path: `/svc?${qs}` };
     });
+    // Mostly valid strings over one relation's own columns, so that what svc compiles from a
+    // query string reaches PostgreSQL (where, order_by, select, limit, offset, distinct_on).
+    const fitting = fc.constantFrom(...this.rels.filter((r) => r.columns.length > 0)).chain((r) => {
+      const col = fc.constantFrom(...r.columns.map((c) => c.name));
+      const lit = fc.oneof(
+        fc.integer({ min: -3, max: 5000 }).map(String),
+        fc.constantFrom("null", "true", "'rock'", "'%a%'", "'2020-01-01'", "1.5"),
+        hostileString.map((h) => `'${h.replaceAll("'", "''")}'`),
+      );
+      const cond: fc.Arbitrary<string> = fc.oneof(
+        fc.tuple(fc.constantFrom("eq", "neq", "lt", "lte", "gt", "gte", "like", "ilike"), col, lit)
+          .map(([f, c, v]) => `${f}(${c},${v})`),
+        fc.tuple(
+          fc.constantFrom("in", "not_in"),
+          col,
+          fc.array(lit, { minLength: 1, maxLength: 3 }),
+        )
+          .map(([f, c, vs]) => `${f}(${c},${vs.join(",")})`),
+        fc.tuple(fc.constantFrom("is_null", "is_not_null"), col).map(([f, c]) => `${f}(${c})`),
+        fc.tuple(col, lit, lit).map(([c, a, b]) => `between(${c},${a},${b})`),
+      );
+      const where = fc.oneof(
+        cond,
+        fc.tuple(fc.constantFrom("and", "or"), cond, cond).map(([f, a, b]) => `${f}(${a},${b})`),
+        cond.map((c) => `not(${c})`),
+      );
+      const order = fc.tuple(
+        fc.constantFrom("", "-"),
+        col,
+        fc.constantFrom("", ".asc", ".desc", ".nullsfirst", ".desc.nullslast"),
+      ).map(([m, c, sfx]) => `${m}${c}${sfx}`);
+      return fc.record({
+        select: fc.option(fc.uniqueArray(col, { minLength: 1, maxLength: 3 }), { nil: undefined }),
+        where: fc.option(where, { nil: undefined }),
+        order_by: fc.option(fc.array(order, { minLength: 1, maxLength: 2 }), { nil: undefined }),
+        limit: fc.option(fc.integer({ min: 0, max: 50 }), { nil: undefined }),
+        offset: fc.option(fc.integer({ min: 0, max: 5 }), { nil: undefined }),
+      }).map((q) => {
+        const qs = new URLSearchParams([["relation", r.name]]);
+        if (q.select) qs.set("select", q.select.join(","));
+        if (q.where) qs.set("where", q.where);
+        if (q.order_by) qs.set("order_by", q.order_by.join(","));
+        if (q.limit !== undefined) qs.set("limit", String(q.limit));
+        if (q.offset !== undefined) qs.set("offset", String(q.offset));
+        return { method: "GET", path: `/svc?${qs}` };
+      });
+    });
+    return fc.oneof(junk, fitting);
   }
 
   /** Write payloads (nested rows from the schema's columns plus junk), as app_user. */

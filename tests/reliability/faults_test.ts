@@ -7,9 +7,10 @@
  */
 import assert from "node:assert/strict";
 import { type Sql, sqlClient } from "../helpers/sql.ts";
-import { chinookDb, psql, testCluster } from "../helpers/db.ts";
+import { chinookDb, psql, scalar, testCluster } from "../helpers/db.ts";
 import { spawnSvc } from "../helpers/process.ts";
 import { now, token } from "../helpers/server.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const FIXTURE = `
 create function slow(s float8) returns int language plpgsql as $$
@@ -67,8 +68,6 @@ async function countRows(city: string): Promise<{ invoices: number; lines: numbe
 
 Deno.test({
   name: "SIGKILL of svc during a 2,000-row nested write: the database holds all of it or none",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const uri = await db();
     const t = now();
@@ -94,7 +93,11 @@ Deno.test({
     } finally {
       await svc1.stop();
     }
-    // Now the same write, paused inside its transaction by a trigger, and svc killed.
+    // Now the same write, paused inside its transaction by a trigger, and svc killed only once
+    // PostgreSQL shows the write's statement running in an open transaction that has written
+    // (backend_xid set) and is paused in the trigger. Shown to fail when svc is killed at the
+    // wrong moment: killed right after the request is sent, the wait below times out; killed after
+    // the response (write committed), the final count is 100 invoices and 2,000 lines.
     const svc2 = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error"]);
     await svc2.waitHealthy();
     const pending = fetch(`${svc2.url}/svc`, {
@@ -102,49 +105,64 @@ Deno.test({
       headers: { ...json, ...auth },
       body: JSON.stringify({ query: WRITE_QUERY, data: invoices("PAUSE-1", 20, 100) }),
     }).catch(() => null);
-    await new Promise((r) => setTimeout(r, 700));
+    await waitFor(
+      async () =>
+        await scalar(
+          `select count(*) from pg_stat_activity where application_name = 'svc'
+             and state = 'active' and backend_xid is not null and wait_event = 'PgSleep'
+             and query ilike '%insert into%invoice%'`,
+          "faults",
+        ) === "1",
+      { what: "the write's transaction paused in its trigger" },
+    );
     svc2.kill("SIGKILL");
     assert.equal(await pending, null, "the response cannot arrive from a killed process");
     await svc2.stop();
     // The backend finishes its pause, finds the client gone, and rolls back.
-    let n = await countRows("PAUSE-1");
-    const until = Date.now() + 5000;
-    while (Date.now() < until) {
-      const busy = await psql(
-        "select count(*) from pg_stat_activity where application_name = 'svc' and state <> 'idle'",
-        "faults",
-      );
-      if (/\b0\b/.test(busy)) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    n = await countRows("PAUSE-1");
-    assert.ok(
-      (n.invoices === 0 && n.lines === 0) || (n.invoices === 100 && n.lines === 2000),
-      `partial write: ${JSON.stringify(n)}`,
+    await waitFor(
+      async () =>
+        await scalar(
+          "select count(*) from pg_stat_activity where application_name = 'svc'",
+          "faults",
+        ) === "0",
+      { what: "svc's backends gone" },
     );
-    assert.deepEqual(n, { invoices: 0, lines: 0 }, "the killed request's transaction committed");
+    assert.deepEqual(
+      await countRows("PAUSE-1"),
+      { invoices: 0, lines: 0 },
+      "nothing of the killed request's write may be in the database",
+    );
   },
 });
 
 Deno.test({
   name: "SIGTERM under load: in-flight requests finish, new connections are refused cleanly",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const uri = await db();
-    const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=8"]);
+    // 12 connections: all 6 requests run at once however the workers split them.
+    const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=12"]);
     await svc.waitHealthy();
     const inflight = Array.from({ length: 6 }, () =>
       fetch(`${svc.url}/svc`, {
         method: "POST",
         headers: json,
-        body: JSON.stringify({ function: "slow", arguments: [1] }),
+        body: JSON.stringify({ function: "slow", arguments: [4] }),
       }).then(async (r) => ({ status: r.status, body: await r.text() })));
-    await new Promise((r) => setTimeout(r, 300));
+    const sleeping = () =>
+      scalar(
+        `select count(*) from pg_stat_activity where application_name = 'svc'
+           and state = 'active' and wait_event = 'PgSleep'`,
+        "faults",
+      );
+    await waitFor(async () => await sleeping() === "6", { what: "6 requests in the database" });
     svc.kill("SIGTERM");
-    await new Promise((r) => setTimeout(r, 100));
-    const late = await fetch(`${svc.url}/svc/health/live`).then((r) => r.status).catch(() => 0);
-    assert.equal(late, 0, "a new request after SIGTERM must be refused (listener closed)");
+    // Refused while the in-flight requests still run (their statements are still sleeping):
+    // a listener closed by SIGTERM, not a process that already exited.
+    await waitFor(
+      () => fetch(`${svc.url}/svc/health/live`).then((r) => r.body?.cancel(), () => "refused"),
+      { what: "new connections refused after SIGTERM" },
+    );
+    assert.equal(await sleeping(), "6", "the in-flight requests were still running");
     for (const r of await Promise.all(inflight)) {
       assert.equal(r.status, 200, r.body);
       assert.deepEqual(JSON.parse(r.body), [{ slow: 1 }]);
@@ -156,8 +174,6 @@ Deno.test({
 
 Deno.test({
   name: "PostgreSQL killed mid-transaction (immediate stop): 503, then served again",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const cluster = await testCluster();
     const uri = await db();
@@ -171,9 +187,17 @@ Deno.test({
       const mid = fetch(`${svc.url}/svc`, {
         method: "POST",
         headers: json,
-        body: JSON.stringify({ function: "slow", arguments: [5] }),
+        body: JSON.stringify({ function: "slow", arguments: [30] }),
       });
-      await new Promise((r) => setTimeout(r, 400));
+      await waitFor(
+        async () =>
+          await scalar(
+            `select count(*) from pg_stat_activity where application_name = 'svc'
+               and state = 'active' and wait_event = 'PgSleep'`,
+            "faults",
+          ) === "1",
+        { what: "the request's statement running" },
+      );
       await cluster.ctl(["stop", "-m", "immediate", "-w"]);
       const r = await mid;
       assert.equal(r.status, 503);
@@ -182,13 +206,14 @@ Deno.test({
       await cluster.ctl(["start", "-w"]);
       const t0 = performance.now();
       let status = 0;
-      while (status !== 200 && performance.now() - t0 < 5000) {
+      while (status !== 200 && performance.now() - t0 < 15_000) {
         const x = await fetch(`${svc.url}/svc?relation=genre&limit=1`);
         status = x.status;
         await x.body?.cancel();
       }
       assert.equal(status, 200);
-      assert.ok(performance.now() - t0 < 2000, `recovered after ${performance.now() - t0} ms`);
+      // Generous for a loaded 2-core machine (typically well under a second).
+      assert.ok(performance.now() - t0 < 10_000, `recovered after ${performance.now() - t0} ms`);
     } finally {
       await svc.stop();
     }
@@ -197,8 +222,6 @@ Deno.test({
 
 Deno.test({
   name: "max_connections exhausted by another client: 503, then recovery",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
     const uri = await db();
     const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=2"]);

@@ -3,7 +3,7 @@
  * client (client_secret_basic, PKCE required), its development login and consent forms, e-mail
  * claims (the login name is the e-mail), and a test-owned RS256 signing key. `tamper` rewrites the
  * token endpoint's JSON answer (to play a misbehaving or hostile provider); `forge` signs an ID
- * token with the provider's real key.
+ * token with the provider's real key (or another signing key, e.g. one it no longer publishes).
  */
 import Provider from "oidc-provider";
 import { createServer, type Server } from "node:http";
@@ -19,9 +19,27 @@ export interface OidcIdp {
   tamper: ((body: Record<string, unknown>) => Promise<void> | void) | null;
   /** Makes the userinfo endpoint answer 500. */
   breakUserinfo: boolean;
-  /** Re-signs an ID token with the provider's key after `edit` changed its claims. */
-  forge(idToken: string, edit: (claims: Record<string, unknown>) => void): Promise<string>;
+  /** The provider's signing key and its `kid` (published in its JWKS). */
+  signingKey: SigningKey;
+  /** Re-signs an ID token with the provider's key (or `key`) after `edit` changed its claims. */
+  forge(
+    idToken: string,
+    edit: (claims: Record<string, unknown>) => void,
+    key?: SigningKey,
+  ): Promise<string>;
   stop(): Promise<void>;
+}
+
+/** A private signing key and its key id. */
+export interface SigningKey {
+  privateKey: CryptoKey;
+  kid: string;
+}
+
+/** A new RS256 signing key with key id `kid`. */
+export async function newSigningKey(kid: string): Promise<SigningKey> {
+  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
+  return { privateKey, kid };
 }
 
 /** A free loopback port (bound then released). */
@@ -32,13 +50,22 @@ export function freePort(): number {
   return port;
 }
 
-/** Starts the provider on `port` (default: a free one) for the given redirect URIs. */
+/**
+ * Starts the provider on `port` (default: a free one) for the given redirect URIs, signing with
+ * `key` (default: a new key with kid `test-key`).
+ */
 export async function startOidcIdp(
   redirectUris: string[],
   port = freePort(),
+  key?: SigningKey,
 ): Promise<OidcIdp> {
-  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
-  const jwk = { ...(await exportJWK(privateKey)), kid: "test-key", alg: "RS256", use: "sig" };
+  const signingKey = key ?? await newSigningKey("test-key");
+  const jwk = {
+    ...(await exportJWK(signingKey.privateKey)),
+    kid: signingKey.kid,
+    alg: "RS256",
+    use: "sig",
+  };
   const issuer = `http://127.0.0.1:${port}`;
   const clientId = "svc-test";
   const clientSecret = "svc-test-secret-0123456789-abcdefghij";
@@ -72,11 +99,12 @@ export async function startOidcIdp(
     clientSecret,
     tamper: null,
     breakUserinfo: false,
-    async forge(idToken, edit) {
+    signingKey,
+    async forge(idToken, edit, k = signingKey) {
       const claims = decodeJwt(idToken) as Record<string, unknown>;
       edit(claims);
-      return await new SignJWT(claims).setProtectedHeader({ alg: "RS256", kid: "test-key" })
-        .sign(privateKey);
+      return await new SignJWT(claims).setProtectedHeader({ alg: "RS256", kid: k.kid })
+        .sign(k.privateKey);
     },
     stop: () => Promise.resolve(),
   };

@@ -57,8 +57,7 @@ const ssoLog = async () =>
     p: any;
   }[];
 
-const test = (name: string, fn: () => Promise<void>) =>
-  Deno.test({ name, fn, sanitizeOps: false, sanitizeResources: false });
+const test = (name: string, fn: () => Promise<void>) => Deno.test({ name, fn });
 
 const callbackOf = (entry: string) => `${origin}/auth/oidc/${entry}/callback`;
 
@@ -260,6 +259,30 @@ test("attack: expired ID token → 502 SSO_INVALID_ID_TOKEN", async () => {
     await refused(await jar.fetch(await toCallback(jar)), 502, "SSO_INVALID_ID_TOKEN");
   } finally {
     idp.tamper = null;
+  }
+});
+
+test("attack: ID token issued in the future (iat beyond the clock skew) → 502 SSO_INVALID_ID_TOKEN", async () => {
+  for (const [ahead, status] of [[3600, 502], [10, 303]] as const) {
+    idp.tamper = async (body) => {
+      body.id_token = await idp.forge(body.id_token as string, (c) => {
+        const now = Math.floor(Date.now() / 1000);
+        c.iat = now + ahead;
+        c.exp = now + ahead + 600;
+      });
+    };
+    try {
+      const jar = new Jar();
+      const res = await jar.fetch(await toCallback(jar));
+      if (status === 502) await refused(res, 502, "SSO_INVALID_ID_TOKEN");
+      else {assert.equal(
+          res.status,
+          303,
+          `${ahead} s ahead is within the skew: ${await res.text()}`,
+        );}
+    } finally {
+      idp.tamper = null;
+    }
   }
 });
 

@@ -4,7 +4,12 @@
  */
 import assert from "node:assert/strict";
 import { generateSelfSigned } from "../../src/sso/certs.ts";
-import { ReplayCache, SamlInvalid, verifyResponse } from "../../src/sso/saml_verify.ts";
+import {
+  type SamlExpectations,
+  SamlInvalid,
+  SamlUnknownKey,
+  verifyResponse,
+} from "../../src/sso/saml_verify.ts";
 import { startSamlIdp } from "./saml_idp.ts";
 
 const idp = await startSamlIdp();
@@ -12,7 +17,7 @@ await idp.stop();
 const acs = "https://sp.example/auth/saml/corp/acs";
 const sp = "https://sp.example/auth/saml/corp/metadata";
 const rid = "_req-1";
-const expect = {
+const expect: SamlExpectations = {
   idpEntityId: idp.entityId,
   idpCertificates: [idp.keys.certificate],
   spEntityId: sp,
@@ -114,12 +119,44 @@ Deno.test("comments inside NameID and values never truncate; a DTD is refused", 
   refusedFor(`<!DOCTYPE x [<!ENTITY a "b">]>` + signed, /DTD/);
 });
 
-Deno.test("the replay cache refuses a seen ID within its lifetime and stays bounded", () => {
-  const cache = new ReplayCache(3);
-  const now = Date.now();
-  assert.equal(cache.remember("a", now + 1000, now), true);
-  assert.equal(cache.remember("a", now + 1000, now), false);
-  assert.equal(cache.remember("a", now + 1000, now + 2000), true, "expired entries are forgotten");
-  for (const id of ["b", "c", "d", "e"]) cache.remember(id, now + 10_000, now);
-  assert.equal(cache.remember("e", now + 10_000, now), false);
+Deno.test("unsolicited (requestId null): only a response without InResponseTo", () => {
+  const unsolicited = { ...expect, requestId: null };
+  const v = verifyResponse(idp.sign(good({ inResponseTo: undefined }), "Assertion"), unsolicited);
+  assert.equal(v.nameId, "alice@example.com");
+  // Someone else's solicited response, replayed without its login's state: refused.
+  refusedFor(idp.sign(good(), "Assertion"), /did not start/, unsolicited);
+});
+
+Deno.test("SHA-1 signatures are refused unless allowed", () => {
+  const sha1 = idp.sign(good(), "Assertion", idp.keys, { sha1: true });
+  refusedFor(sha1, /SHA-1/);
+  refusedFor(idp.sign(good(), "Response", idp.keys, { sha1: true }), /SHA-1/);
+  assert.equal(verifyResponse(sha1, { ...expect, allowSha1: true }).nameId, "alice@example.com");
+});
+
+Deno.test("timestamps without a time zone are refused", () => {
+  const signed = idp.sign(
+    good().replace(/(NotOnOrAfter|NotBefore)="([^"]+)Z"/g, '$1="$2"'),
+    "Assertion",
+  );
+  assert.doesNotMatch(signed, /NotOnOrAfter="[^"]+Z"/);
+  refusedFor(signed, /no time zone/);
+  // An explicit offset is a zone.
+  const offset = idp.sign(
+    good().replace(/(NotOnOrAfter|NotBefore)="([^"]+)Z"/g, '$1="$2+00:00"'),
+    "Assertion",
+  );
+  assert.equal(verifyResponse(offset, expect).nameId, "alice@example.com");
+});
+
+Deno.test("a signature by an unknown key is told apart from a missing one", async () => {
+  const evil = await generateSelfSigned("evil");
+  assert.throws(
+    () => verifyResponse(idp.sign(good(), "Assertion", evil), expect),
+    (e: unknown) => e instanceof SamlUnknownKey,
+  );
+  assert.throws(
+    () => verifyResponse(good(), expect),
+    (e: unknown) => e instanceof SamlInvalid && !(e instanceof SamlUnknownKey),
+  );
 });

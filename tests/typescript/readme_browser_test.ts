@@ -3,7 +3,7 @@
  * server, type-checked), and the bundled client works in a real browser (Chromium) on fetch alone.
  */
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
+import { browserTest, launchChromium } from "../helpers/browser.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { now, startServer, token } from "../helpers/server.ts";
 
@@ -52,17 +52,12 @@ Deno.test("the README example runs in Deno, importing database.ts from the serve
   }
 });
 
-Deno.test({
+browserTest({
   name: "the bundled client runs in Chromium (same origin, fetch only)",
-  ignore: !existsSync("/usr/bin/chromium"),
   async fn() {
     const srv = await startServer(await chinookDb("chinook_readme"), flags);
     const dir = await Deno.makeTempDir({ prefix: "svc-browser-" });
-    const browser = await chromium.launch({
-      executablePath: "/usr/bin/chromium",
-      headless: true,
-      args: ["--no-sandbox"],
-    });
+    const browser = await launchChromium();
     try {
       const ts = await (await fetch(`${srv.url}/svc/database.ts`)).text();
       await Deno.writeTextFile(`${dir}/database.ts`, ts);
@@ -103,14 +98,5 @@ Deno.test({
     }
   },
 });
-
-function existsSync(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 Deno.test("teardown", () => stopDb());

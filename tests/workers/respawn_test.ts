@@ -10,8 +10,6 @@ import { testConfig } from "../helpers/server.ts";
 
 Deno.test({
   name: "a worker that dies is replaced and receives the current state",
-  sanitizeOps: false,
-  sanitizeResources: false,
   async fn() {
     const uri = await chinookDb();
     Deno.env.delete("SVC_TEST_CRASHED");

@@ -3,6 +3,7 @@ import { poolSlices } from "../../src/workers/supervisor.ts";
 import { sumPools } from "../../src/workers/worker.ts";
 import { type Config, ConfigError, loadConfig, workerCount } from "../../src/config/load.ts";
 import { LocalOnce } from "../../src/util/once.ts";
+import type { SvcError } from "../../src/errors.ts";
 
 Deno.test("pg.pool_size is split over workers, the remainder to the first", () => {
   assert.deepEqual(poolSlices(10, 2), [5, 5]);
@@ -43,4 +44,20 @@ Deno.test("a key is claimed once per namespace until it expires", () => {
   assert.equal(once.claimNow("b", "k", later), true, "namespaces are apart");
   assert.equal(once.claimNow("a", "old", Date.now() - 1), true);
   assert.equal(once.claimNow("a", "old", later), true, "an expired claim can be made again");
+});
+
+Deno.test("the in-memory store never forgets an unexpired key: full is SSO_NOT_READY", async () => {
+  const once = new LocalOnce(3);
+  const now = Date.now();
+  for (const k of ["a", "b", "c"]) assert.equal(once.claimNow("ns", k, now + 60_000, now), true);
+  assert.equal(once.claimNow("ns", "d", now + 60_000, now), null, "full: refused, not evicted");
+  assert.equal(once.claimNow("ns", "a", now + 60_000, now), false, "a is still remembered");
+  await assert.rejects(once.claim("ns", "d", Date.now() + 60_000), (e: SvcError) => {
+    assert.equal(e.code, "SSO_NOT_READY");
+    assert.equal(e.status, 503);
+    return true;
+  });
+  // Once keys expire, their room is reused.
+  assert.equal(once.claimNow("ns", "d", now + 120_000, now + 61_000), true);
+  assert.equal(once.claimNow("other", "a", now + 60_000, now), true, "namespaces are apart");
 });

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { chinookDb, psql } from "../helpers/db.ts";
 import { freshGet, metricValue, spawnSvc, type SvcProcess } from "../helpers/process.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { freePort } from "../../src/db/cluster.ts";
 
 /** Worker numbers found in the JSON access-log lines of `path`. */
@@ -139,6 +140,7 @@ Deno.test("SIGUSR1 with two workers: reload.cmd once per signal, every worker sw
 
 Deno.test("SIGUSR1 never opens Deno's inspector (one worker)", async () => {
   const uri = await chinookDb();
+  const started = performance.now();
   const svc = await spawnSvc([
     `--pg.uri=${uri}`,
     "--http.workers=1",
@@ -146,9 +148,12 @@ Deno.test("SIGUSR1 never opens Deno's inspector (one worker)", async () => {
   ]);
   try {
     await svc.waitHealthy();
-    await new Promise((r) => setTimeout(r, 700)); // Deno arms its SIGUSR1 inspector after 500 ms
+    // Deno arms its SIGUSR1 inspector 500 ms after the process starts: signal only past that
+    // (a time, not a condition svc could report).
+    const armed = started + 1000 - performance.now();
+    if (armed > 0) await new Promise((r) => setTimeout(r, armed));
     svc.kill("SIGUSR1");
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => /signal\\?"? reload done/.test(svc.output()), { what: "the reload" });
     let inspector = "";
     try {
       const r = await fetch("http://127.0.0.1:9229/json/list");

@@ -5,6 +5,7 @@ import { parseQuery } from "../../src/compile/parse.ts";
 import type { RelationNode } from "../../src/compile/ast.ts";
 import { SvcError } from "../../src/errors.ts";
 import { planWrite, type WritePlan } from "../../src/write/plan.ts";
+import { cachedShapes, compileWrite, SHAPES_PER_QUERY } from "../../src/write/compile.ts";
 import { fakeSchema } from "./fake_schema.ts";
 
 const schema = fakeSchema();
@@ -82,9 +83,13 @@ Deno.test("insert artist → albums → tracks: order, actions, fills from gener
     from: "album_id",
   }]);
   assert.equal(p.nodes[2].rows[4].pointer, "/data/0/albums/1/tracks/1");
-  // The artist insert returns its key; the identity key is never in the column list.
-  assert.match(p.steps[0].sql, /^INSERT INTO "public"\."artist" AS t \("name"\) SELECT x\."name"/);
-  assert.match(p.steps[0].sql, /RETURNING t\."artist_id"::text AS "artist_id"$/);
+  // The artist insert returns its key (stored for the albums' statement); the identity key is
+  // never in the column list.
+  const sql = compileWrite(p).statements.map((s) => s.sql);
+  assert.match(sql[0], /INSERT INTO "public"\."artist" AS t \("name"\) SELECT x\."name"/);
+  assert.match(sql[0], /RETURNING t\."artist_id"::text AS "artist_id"\)/);
+  assert.match(sql[0], /set_config\('svc\.w_0', /);
+  assert.match(sql[1], /current_setting\('svc\.w_0'\)/);
 });
 
 Deno.test("1 and 1,000 child rows plan the same number of statements", () => {
@@ -94,7 +99,8 @@ Deno.test("1 and 1,000 child rows plan the same number of statements", () => {
   const many = plan(1000);
   assert.equal(many.nodes[2].rows.length, 1000);
   assert.equal(one.steps.length, many.steps.length);
-  assert.deepEqual(one.steps.map((s) => s.sql), many.steps.map((s) => s.sql));
+  const sql = (p: WritePlan) => compileWrite(p).statements.map((s) => s.sql);
+  assert.deepEqual(sql(one), sql(many));
 });
 
 Deno.test("merge: update rows with key, insert rows without, delete omitted children first", () => {
@@ -128,8 +134,8 @@ Deno.test("merge: update rows with key, insert rows without, delete omitted chil
   const del = p.steps[0];
   assert.equal(del.kind, "delete");
   if (del.kind === "delete") {
-    assert.deepEqual(JSON.parse(del.params[0]), [{ album_id: 7 }]);
-    assert.deepEqual(JSON.parse(del.params[1]), [{ track_id: 70 }]);
+    assert.deepEqual(JSON.stringify(del.parents), JSON.stringify([{ album_id: 7 }]));
+    assert.deepEqual(JSON.stringify(del.keep), JSON.stringify([{ track_id: 70 }]));
   }
 });
 
@@ -185,10 +191,10 @@ Deno.test("merge-new: rows with key are kept unchanged; natural keys insert or k
   assert.deepEqual(stepSummary(pl), ["delete tracks", "insert-or-keep tracks"]);
   const del = pl.steps[0];
   if (del.kind === "delete") {
-    assert.deepEqual(JSON.parse(del.params[1]), [{ playlist_id: 3, track_id: 1 }, {
-      playlist_id: 3,
-      track_id: 2,
-    }]);
+    assert.deepEqual(
+      JSON.stringify(del.keep),
+      JSON.stringify([{ playlist_id: 3, track_id: 1 }, { playlist_id: 3, track_id: 2 }]),
+    );
   }
 });
 
@@ -205,9 +211,10 @@ Deno.test("upsert: on a natural unique key; on an identity key rows with key upd
   assert.deepEqual(p.root.conflictColumns, ["code"]);
   assert.deepEqual(p.root.rows.map((r) => r.action), ["upsert", "upsert"]);
   assert.equal(p.steps.length, 2, "two column patterns: two statements");
-  assert.match(p.steps[0].sql, /ON CONFLICT \("code"\) DO UPDATE SET "label" = EXCLUDED\."label"/);
+  const upsert = compileWrite(p).statements[0].sql;
+  assert.match(upsert, /ON CONFLICT \("code"\) DO UPDATE SET "label" = EXCLUDED\."label"/);
   // The tag_id (identity always) is never inserted.
-  assert.doesNotMatch(p.steps[0].sql, /INSERT INTO "public"\."tag" AS t \([^)]*tag_id/);
+  assert.doesNotMatch(upsert, /INSERT INTO "public"\."tag" AS t \([^)]*tag_id/);
 
   const byPk = planWrite(
     q({ relation: "tag", write_mode: "upsert", select: ["tag_id", "code", "label"] }),
@@ -662,4 +669,33 @@ Deno.test("fuzz: only SvcError escapes planWrite", () => {
     }),
     { numRuns: 500 },
   );
+});
+
+Deno.test("statement texts are cached per query and payload shape", () => {
+  const node = q(artistTree());
+  const sql = (data: unknown) => compileWrite(planWrite(node, data)).statements.map((s) => s.sql);
+  assert.equal(cachedShapes(node), 0);
+  const a = sql([{ name: "A", albums: [{ title: "X", tracks: tracks(2, "a") }] }]);
+  const b = sql([{ name: "B", albums: [{ title: "Y", tracks: tracks(7, "b") }, { title: "Z" }] }]);
+  assert.deepEqual(a, b, "same shape: the same statements");
+  assert.equal(cachedShapes(node), 1);
+  // Another shape (no tracks: two statements; a column fewer: other texts) is cached apart.
+  const c = sql([{ name: "C", albums: [{ title: "X" }] }]);
+  assert.equal(c.length, 2);
+  const d = sql([{ name: "D", albums: [{ album_id: 5, title: "U", tracks: tracks(1, "d") }] }]);
+  assert.notDeepEqual(d, a);
+  assert.ok(d.some((t) => /^WITH x AS .*\(UPDATE "public"\."album"/.test(t)));
+  assert.equal(cachedShapes(node), 3);
+  // A cached shape gives what compiling afresh gives (a new tree: nothing cached on it).
+  const fresh = q(artistTree());
+  const again = compileWrite(
+    planWrite(fresh, [{ name: "A", albums: [{ title: "X", tracks: tracks(2, "a") }] }]),
+  ).statements.map((s) => s.sql);
+  assert.deepEqual(again, a);
+  // Bounded per query.
+  for (let i = 0; i < SHAPES_PER_QUERY + 5; i++) {
+    sql([{ name: "n", albums: Array.from({ length: i + 1 }, () => ({ title: "t" })) }]);
+    sql([{ albums: [{ title: "t", tracks: [{ name: "x", milliseconds: i }] }] }]);
+  }
+  assert.ok(cachedShapes(node) <= SHAPES_PER_QUERY);
 });

@@ -9,6 +9,7 @@ import { SvcError } from "../../errors.ts";
 import type { Database, RequestRole } from "../../db/pool.ts";
 import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
 import type { Route } from "./declare.ts";
+import { UNSAFE_REDIRECT_SQL, unsafeRedirect } from "./response.ts";
 
 /** A statement with its bind parameters. */
 export interface Statement {
@@ -24,6 +25,13 @@ function fnName(fn: Func): string {
 
 /** The marker of a jwt minted by a function `http.functions.allowed_auth` does not match. */
 const DENY = "svc:jwt-not-allowed";
+/** The marker of an unsafe `redirect` (README.md, "Routes"). */
+const UNSAFE = "svc:unsafe-redirect";
+/** Fails the statement when the resp's redirect is unsafe, so its transaction rolls back. */
+const UNSAFE_CHECK = `, 'unsafe', case when jsonb_typeof(r.resp) = 'object' and ` +
+  `jsonb_typeof(r.resp->'redirect') = 'string' and ` +
+  UNSAFE_REDIRECT_SQL.replaceAll("$v", "(r.resp->>'redirect')") +
+  ` then ('${UNSAFE}' || left(r.resp::text, 0))::int end`;
 
 /**
  * The statement calling a full-control function (middleware or route) with `req`. A middleware
@@ -31,6 +39,7 @@ const DENY = "svc:jwt-not-allowed";
  * (`allowJwt` false), a resp carrying a non-null `jwt` fails the statement (a cast error carrying
  * a marker, turned into AUTH_JWT_NOT_ALLOWED), so the transaction rolls back with commit still
  * pipelined. `jwt: null` (logout, revocation) is never refused.
+ * An unsafe `redirect` fails it the same way (HTTP_UNSAFE_REDIRECT).
  */
 export function envelopeStatement(
   fn: Func,
@@ -44,7 +53,8 @@ export function envelopeStatement(
   const deny = allowJwt
     ? ""
     : `, 'deny', case when jsonb_typeof(r.resp) = 'object' and jsonb_typeof(r.resp->'jwt') <> 'null' then ('${DENY}' || left(r.resp::text, 0))::int end`;
-  const call = `(select json_build_object('resp', r.resp, 'content', r.content${stop}${deny}) ` +
+  const call =
+    `(select json_build_object('resp', r.resp, 'content', r.content${stop}${deny}${UNSAFE_CHECK}) ` +
     `from ${fnName(fn)}($1::text::jsonb) r limit 1)`;
   return {
     sql: `select (case when ${STOP} then ${call} end)::text`,
@@ -56,6 +66,12 @@ export function envelopeStatement(
 function isDenied(e: unknown): boolean {
   return (e as { code?: string }).code === "22P02" &&
     String((e as Error).message).includes(DENY);
+}
+
+/** Whether an error is the marker of an unsafe redirect. */
+function isUnsafe(e: unknown): boolean {
+  return (e as { code?: string }).code === "22P02" &&
+    String((e as Error).message).includes(UNSAFE);
 }
 
 /** Where a simple route's argument values come from, in precedence order. */
@@ -189,6 +205,7 @@ export async function runChain(
       const r = i < plan.middleware.length ? plan.middleware[i].route : plan.route!.route;
       throw jwtNotAllowed(r.id);
     }
+    if (i >= 0 && isUnsafe(e)) throw unsafeRedirect();
     throw e;
   }
   const texts = rows.map((r) => {

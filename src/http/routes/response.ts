@@ -4,8 +4,11 @@
  * SameSite=Lax`, attributes overridable), `redirect` (303, or `status` if 3xx, with `Location`),
  * `jwt` (object: mint the session, gated by `http.functions.allowed_auth`; null: clear it,
  * always), `csp`, `template` (through a render hook). A malformed `resp` (status not an integer,
- * headers not an object, CR/LF in a header or cookie, a header or cookie that would set, clear or
- * shadow the session cookie) is 500 INTERNAL with the reason logged, never a split header.
+ * headers not an object, a control character in a header or cookie, a header or cookie that would
+ * set, clear or shadow the session cookie) is 500 INTERNAL with the reason logged, never a split
+ * header. An unsafe `redirect` (control character, backslash, scheme-relative `//host`) is
+ * 400 HTTP_UNSAFE_REDIRECT, checked before the function's transaction commits
+ * ({@link checkRedirect}, and the same rule in SQL for routes: {@link UNSAFE_REDIRECT_SQL}).
  */
 import type { Sessions } from "../../auth/session.ts";
 import { SvcError } from "../../errors.ts";
@@ -62,7 +65,56 @@ export function malformed(who: string | null, reason: string): SvcError {
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BAD = /[\r\n\0]/;
+/** What a header value cannot hold (Deno's HTTP server would abort the process on it). */
+// deno-lint-ignore no-control-regex
+const BAD = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/**
+ * A redirect target a browser could read as another host: a control character (C0, DEL, C1) or
+ * a backslash anywhere (browsers drop tab/CR/LF and read `\` as `/`: `/\t/evil.com` and
+ * `/\\evil.com` lead to evil.com), a percent-encoded tab/CR/LF (`/%09/evil.com`, decoded by
+ * some frameworks on the way), or a scheme-relative `//host` (after leading spaces).
+ */
+// deno-lint-ignore no-control-regex
+const UNSAFE_REDIRECT = /[\x00-\x1f\x7f-\x9f\\]|%0[9ad]|^ *\/\//i;
+
+/**
+ * The same rule as a PostgreSQL condition on a text expression `$v` (its text is spliced in
+ * place of `$v`): routes refuse an unsafe redirect inside their pipelined transaction.
+ */
+export const UNSAFE_REDIRECT_SQL = String
+  .raw`($v ~ '[\x01-\x1f\x7f-\x9f\\]' or $v ~* '%0[9ad]' or $v ~ '^ *//')`;
+
+/** 400 HTTP_UNSAFE_REDIRECT. */
+export function unsafeRedirect(): SvcError {
+  return new SvcError(
+    "HTTP_UNSAFE_REDIRECT",
+    "the redirect target is refused: control character, backslash or scheme-relative //host",
+  );
+}
+
+/**
+ * `value` as a `Location`: 400 HTTP_UNSAFE_REDIRECT when it is unsafe (see the rule above);
+ * characters beyond ASCII are percent-encoded (UTF-8).
+ */
+export function safeRedirect(value: string): string {
+  if (UNSAFE_REDIRECT.test(value)) throw unsafeRedirect();
+  try {
+    return value.replace(/[\u0080-\u{10ffff}]+/gu, (m) => encodeURIComponent(m));
+  } catch {
+    throw unsafeRedirect(); // a lone surrogate
+  }
+}
+
+/**
+ * Checks the `redirect` of an HttpResponse-shaped value (an SSO callback's result) while its
+ * transaction is still open: an unsafe one throws 400 HTTP_UNSAFE_REDIRECT, so nothing the
+ * function wrote is committed.
+ */
+export function checkRedirect(envelope: unknown): void {
+  if (!isObject(envelope) || typeof envelope.redirect !== "string") return;
+  safeRedirect(envelope.redirect);
+}
 
 /**
  * The cookie name a client may take from one `Set-Cookie` value, as a browser reads it: the
@@ -187,7 +239,7 @@ export async function buildResponse(
           throw malformed(who, `header ${k}: value is not a string`);
         }
         const s = String(one);
-        if (BAD.test(s)) throw malformed(who, `header ${k}: CR/LF in the value`);
+        if (BAD.test(s)) throw malformed(who, `header ${k}: a control character in the value`);
         const lower = k.toLowerCase();
         if (
           (lower === "set-cookie" && setsCookie(s, ctx.sessionCookieName)) ||
@@ -219,10 +271,8 @@ export async function buildResponse(
   }
   // redirect
   if (r.redirect !== undefined && r.redirect !== null) {
-    if (typeof r.redirect !== "string" || BAD.test(r.redirect)) {
-      throw malformed(who, "redirect is not a single-line string");
-    }
-    headers.set("location", r.redirect);
+    if (typeof r.redirect !== "string") throw malformed(who, "redirect is not a string");
+    headers.set("location", safeRedirect(r.redirect));
     if (status < 300 || status > 399) status = 303;
   }
   // csp

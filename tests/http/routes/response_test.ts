@@ -201,7 +201,8 @@ Deno.test("malformed resp is 500 INTERNAL", async () => {
       { headers: { "set-cookie": "accesstoken=x" } },
       { headers: { "Set-Cookie": ["a=1", "accesstoken=; Max-Age=0"] } },
       { headers: { "clear-site-data": '"cookies"' } },
-      { redirect: "/a\r\nb" },
+      { headers: { a: "1\x7f2" } },
+      { redirect: 42 },
       { template: "t" },
     ]
   ) {
@@ -211,4 +212,16 @@ Deno.test("malformed resp is 500 INTERNAL", async () => {
       JSON.stringify(resp),
     );
   }
+});
+
+Deno.test("an unsafe redirect is 400 HTTP_UNSAFE_REDIRECT; non-ASCII is percent-encoded", async () => {
+  for (const redirect of ["/a\r\nb", "/\t/evil.com", "/%09/evil.com", "//evil.com", "/\\evil"]) {
+    await assert.rejects(
+      buildResponse({ redirect }, null, ctx()),
+      (e: Error) => e instanceof SvcError && e.code === "HTTP_UNSAFE_REDIRECT" && e.status === 400,
+      JSON.stringify(redirect),
+    );
+  }
+  const ok = await buildResponse({ redirect: "/ü?x=ü" }, null, ctx());
+  assert.equal(ok.response.headers.get("location"), "/%C3%BC?x=%C3%BC");
 });

@@ -1,10 +1,11 @@
 /**
- * One-statement writes (src/write/cte.ts) against the multi-statement executor: for every write
- * mode (insert, upsert, merge, merge-new, readonly links), nested 2–3 levels on Chinook, both paths
- * run from the same database state (sequences reset, each run rolled back) and must produce the
- * same rows in every table, the same stats and the same read-back — the one-statement path in
- * exactly one statement. Errors map the same way. Over HTTP, a loopback proxy shows a single
- * write as one round trip: begin, role, the write, its read-back and commit.
+ * The write engine on Chinook, for every write mode (insert, upsert, merge, merge-new, readonly
+ * links), nested 2–3 levels: one plain statement per relation and level (and per set of provided
+ * columns), all pipelined, generated keys passed between them inside the database; each run is
+ * rolled back. Checks raised inside the statements map back to the same QUERY_INVALID and pointer.
+ * Over HTTP, a loopback proxy shows a single write as one round trip: begin, role, every statement
+ * of the write, its read-back and commit. (These cases compared the former one-statement CTE path
+ * with the statement-per-level path; both are now this one engine.)
  */
 import assert from "node:assert/strict";
 import { type Sql, sqlClient } from "../helpers/sql.ts";
@@ -13,11 +14,12 @@ import { compileRead } from "../../src/compile/sql.ts";
 import type { Schema } from "../../src/db/schema.ts";
 import type { Row, Tx } from "../../src/db/tx.ts";
 import { SvcError } from "../../src/errors.ts";
-import { compileCteWrite, ROOT_KEYS_SETTING } from "../../src/write/cte.ts";
+import { compileWrite } from "../../src/write/compile.ts";
 import { executeWrite, type WriteResult } from "../../src/write/execute.ts";
 import { planWrite } from "../../src/write/plan.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { startServer } from "../helpers/server.ts";
 
 const FIXTURE = `
@@ -46,6 +48,9 @@ begin new.body := upper(new.body); return new; end $$;
 create trigger tag_note_upper before insert on tag_note for each row execute function tag_note_upper();
 alter table tag_note enable row level security;
 create policy tag_note_all on tag_note for all using (true) with check (body <> 'FORBIDDEN');
+create function code_parent_skip() returns trigger language plpgsql as $$
+begin if new.note = 'SKIP' then return null; end if; return new; end $$;
+create trigger code_parent_skip before insert on code_parent for each row execute function code_parent_skip();
 insert into code_parent (code, note) values ('P1', 'first');
 insert into code_child (parent_code, label) values ('P1', 'old child');
 grant select, insert, update, delete on all tables in schema public to "~anonymous";
@@ -82,27 +87,20 @@ interface Run {
   stats?: WriteResult["stats"];
   result?: unknown[];
   tables?: string;
+  /** Statements sent (the write's, then the read-back). */
   statements: number;
+  /** Statements the write compiled to. */
+  compiled: number;
   error?: { code: string; pointer?: unknown };
 }
 
-/**
- * Runs a write on one path inside a transaction that is rolled back, after resetting every
- * sequence to `seqs`: generated keys are the same on both paths.
- */
-async function runPath(
-  tree: unknown,
-  data: unknown,
-  oneStatement: boolean,
-  seqs: Row[],
-): Promise<Run> {
+/** Runs a write inside a transaction that is rolled back; the read-back pipelined behind it. */
+async function run(tree: unknown, data: unknown): Promise<Run> {
   const { schema, sql } = await setup();
   try {
     await sql.begin(async (tx) => {
-      for (const q of seqs) {
-        await tx.unsafe(`select setval($1, $2, $3)`, [q.s, q.v, q.called] as never[]);
-      }
       let statements = 0;
+      let compiled = 0;
       const t: Tx = {
         query: (s, p) => {
           statements++;
@@ -110,18 +108,12 @@ async function runPath(
         },
       };
       const node = parseQuery(schema, tree, { maxDepth: 6, pointer: "/query" });
-      let run: Run;
+      let out: Run;
       try {
-        const plan = planWrite(node, data);
-        const res = await executeWrite(t, plan, { sql: true, queryPlan: false, oneStatement });
-        const count = statements;
-        // The one-statement path's read-back takes the root keys from the setting it stored.
-        const read = compileRead(node, {
-          rootKeys: oneStatement && compileCteWrite(plan) !== null
-            ? { columns: res.rootKeys.columns, rows: [], setting: ROOT_KEYS_SETTING }
-            : res.rootKeys,
-        });
-        const rows = await tx.unsafe(read.rows.sql, read.rows.params as never[]);
+        const w = compileWrite(planWrite(node, data));
+        compiled = w.statements.length;
+        const read = compileRead(node, { rootKeys: w.rootKeys });
+        const res = await executeWrite(t, w, { sql: true, queryPlan: false }, [read.rows]);
         const tables: string[] = [];
         for (const name of TABLES) {
           const [r] = await tx.unsafe(
@@ -129,20 +121,23 @@ async function runPath(
           );
           tables.push(`${name}: ${r.j}`);
         }
-        run = {
+        assert.equal(res.sql.length, compiled);
+        out = {
           stats: res.stats,
-          result: rows.map((r) => r.j),
+          result: res.after[0].map((r) => r.j),
           tables: tables.join("\n"),
-          statements: count,
+          statements,
+          compiled,
         };
       } catch (e) {
+        if (e instanceof assert.AssertionError) throw e;
         const code = e instanceof SvcError ? e.code : String((e as { code?: string }).code);
         const pointer = e instanceof SvcError
           ? (e.details as { pointer?: unknown } | undefined)?.pointer
           : undefined;
-        run = { statements, error: { code, pointer } };
+        out = { statements, compiled, error: { code, pointer } };
       }
-      throw new Rollback(run);
+      throw new Rollback(out);
     });
   } catch (e) {
     if (e instanceof Rollback) return e.run;
@@ -151,24 +146,12 @@ async function runPath(
   throw new Error("not rolled back");
 }
 
-/** Runs both paths; asserts equal outcomes and one statement for the one-statement path. */
-async function same(tree: unknown, data: unknown, expectStatements = true): Promise<Run> {
-  const { sql } = await setup();
-  const seqs = [
-    ...(await sql.unsafe(
-      `select format('%I.%I', schemaname, sequencename) as s, ` +
-        `coalesce(last_value, start_value) as v, last_value is not null as called from pg_sequences`,
-    )),
-  ] as Row[];
-  const multi = await runPath(tree, data, false, seqs);
-  const one = await runPath(tree, data, true, seqs);
-  assert.deepEqual(one.error, multi.error, "same error");
-  assert.deepEqual(one.stats, multi.stats, "same stats");
-  assert.deepEqual(one.result, multi.result, "same read-back");
-  assert.equal(one.tables, multi.tables, "same rows in every table");
-  if (expectStatements && !multi.error) {
-    assert.equal(one.statements, 1, "one statement");
-    assert.ok(multi.statements >= 1);
+/** Runs a write; expects `statements` statements (the write's), all sent before any answer. */
+async function same(tree: unknown, data: unknown, statements?: number): Promise<Run> {
+  const one = await run(tree, data);
+  if (!one.error) {
+    assert.equal(one.statements, one.compiled + 1, "the write's statements and the read-back");
+    if (statements !== undefined) assert.equal(one.compiled, statements, "statements");
   }
   return one;
 }
@@ -277,9 +260,9 @@ async function newAlbum(names: string[]): Promise<{ album_id: number; track_ids:
 }
 
 Deno.test("insert: invoice + 5 lines, and two invoices (payload order)", async () => {
-  const one = await same(invoiceTree, [invoice(5)]);
+  const one = await same(invoiceTree, [invoice(5)], 2);
   assert.deepEqual(one.stats?.map((s) => s.inserted), [1, 5]);
-  const two = await same(invoiceTree, [invoice(2), invoice(3)]);
+  const two = await same(invoiceTree, [invoice(2), invoice(3)], 2);
   const res = two.result as { invoice_id: number; lines: { invoice_id: number }[] }[];
   assert.equal(res[0].lines.length, 2);
   assert.equal(res[1].lines.length, 3);
@@ -293,7 +276,7 @@ Deno.test("insert order: 300 invoices with 0-4 lines each map every generated ke
     billing_city: `city ${i}`,
     total: i,
   }));
-  const run = await same(invoiceTree, data);
+  const run = await same(invoiceTree, data, 2);
   const res = run.result as {
     invoice_id: number;
     billing_city: string;
@@ -427,7 +410,13 @@ Deno.test("merge-new: kept rows unchanged, new ones inserted, omitted ones delet
   assert.deepEqual(links.stats?.[1].inserted, 1);
   assert.deepEqual(links.stats?.[1].deleted, 1);
   // A new playlist with links: children keyed by the parent's generated key.
-  await same({ ...tree, write_mode: "insert" }, [{ name: "p2", tracks: [{ track_id: 4 }] }]);
+  const fresh = await same({ ...tree, write_mode: "insert" }, [{
+    name: "p2",
+    tracks: [{ track_id: 4 }],
+  }], 2);
+  const p2 = fresh.result?.[0] as { playlist_id: number; name: string; tracks: unknown[] };
+  assert.deepEqual(p2.tracks, [{ track_id: 4 }]);
+  assert.match(fresh.tables!, new RegExp(`"track_id": 4, "playlist_id": ${p2.playlist_id}\\b`));
 });
 
 Deno.test("merge: kept parents identified by a non-key column are looked up", async () => {
@@ -494,6 +483,35 @@ Deno.test("readonly links: tracks link a genre by key; an outgoing written join 
   assert.notEqual(genre[0].genre?.name, "NOT WRITTEN");
 });
 
+Deno.test("a trigger that skips a parent row its children need: an error, nothing written", async () => {
+  const tree = {
+    relation: "code_parent",
+    select: ["id", "code", "note", "children"],
+    join: {
+      children: {
+        relation: "code_child",
+        on: { parent_code: "code" },
+        select: ["id", "label"],
+      },
+    },
+  };
+  const ok = await same(tree, [{ code: "K1", note: "kept", children: [{ label: "c" }] }], 2);
+  assert.deepEqual(ok.stats?.map((s) => s.inserted), [1, 1]);
+  // The second parent is skipped by its BEFORE trigger: the rows returned no longer line up with
+  // the rows sent, and the statement says so instead of giving the children a wrong parent.
+  const skipped = await same(tree, [
+    { code: "K2", note: "kept", children: [{ label: "c2" }] },
+    { code: "K3", note: "SKIP", children: [{ label: "c3" }] },
+  ]);
+  assert.equal(skipped.error?.code, "INTERNAL");
+  assert.equal(
+    Number(
+      (await exec(`select count(*)::int as n from code_parent where code in ('K2', 'K3')`))[0].n,
+    ),
+    0,
+  );
+});
+
 Deno.test("constraint errors keep their SQLSTATE; nothing is written", async () => {
   const before = await exec(`select count(*)::int as n from track`);
   const run = await same(artistTree(), [{
@@ -504,11 +522,8 @@ Deno.test("constraint errors keep their SQLSTATE; nothing is written", async () 
   assert.deepEqual(await exec(`select count(*)::int as n from track`), before);
 });
 
-Deno.test("plans a single statement cannot express keep the multi-statement path", async () => {
-  const { schema } = await setup();
-  const plan = (tree: unknown, data: unknown) =>
-    planWrite(parseQuery(schema, tree, { maxDepth: 6, pointer: "/query" }), data);
-  // One relation at two nodes (employee → reports): two CTEs could touch one row.
+Deno.test("a relation written at two nodes, a self-reference, and an empty write", async () => {
+  // One relation at two nodes (employee → reports): the reports' statement sees the boss row.
   const selfTree = {
     relation: "employee",
     select: ["employee_id", "last_name", "first_name", "reports"],
@@ -516,30 +531,42 @@ Deno.test("plans a single statement cannot express keep the multi-statement path
       reports: {
         relation: "employee",
         on: { reports_to: "employee_id" },
-        select: ["employee_id", "last_name", "first_name"],
+        select: ["employee_id", "last_name", "first_name", "reports_to"],
       },
     },
   };
   const selfData = [{
     last_name: "Boss",
     first_name: "B",
-    reports: [{ last_name: "E", first_name: "e" }],
+    reports: [{ last_name: "E", first_name: "e" }, { last_name: "F", first_name: "f" }],
   }];
-  assert.equal(compileCteWrite(plan(selfTree, selfData)), null);
-  await same(selfTree, selfData, false);
-  // Nothing to write.
-  assert.equal(compileCteWrite(plan(invoiceTree, [])), null);
-  // Eligible: the bench's nested write.
-  assert.notEqual(compileCteWrite(plan(invoiceTree, [invoice(5)])), null);
+  const boss = await same(selfTree, selfData, 2);
+  assert.deepEqual(boss.stats?.map((s) => [s.table, s.inserted]), [
+    ["public.employee", 1],
+    ["public.employee", 2],
+  ]);
+  const b = boss.result?.[0] as {
+    employee_id: number;
+    reports: { last_name: string; reports_to: number }[];
+  };
+  assert.deepEqual(b.reports.map((r) => [r.last_name, r.reports_to]), [
+    ["E", b.employee_id],
+    ["F", b.employee_id],
+  ]);
+  // Nothing to write: no statement.
+  const none = await same(invoiceTree, [], 0);
+  assert.deepEqual(none.result, []);
+  assert.deepEqual(none.stats?.map((s) => s.submitted), [0, 0]);
 });
 
-Deno.test("HTTP: a nested write is one round trip (begin, role, write, read-back, commit)", async () => {
+Deno.test("HTTP: a nested write is one round trip (begin, role, statements, read-back, commit)", async () => {
   const { uri } = await setup();
   const u = new URL(uri);
   const proxy = pgProxy(Number(u.port));
   u.port = String(proxy.port);
   const srv = await startServer(u.toString(), ["--pg.pool_size=1", "--dev"]);
   try {
+    // Read once the proxy has seen every statement (6 per request), never after a fixed pause.
     const measure = async (body: unknown, n = 5) => {
       for (let i = 0; i < 2; i++) await (await srv.post("/svc", body)).text(); // prepare
       proxy.reset();
@@ -549,13 +576,17 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, write, read-back
         assert.equal(r.status, 200, await r.clone().text());
         out.push(await r.json());
       }
-      await new Promise((r) => setTimeout(r, 50));
+      await waitFor(() => proxy.counts.executes >= 6 * n, { what: "every statement sent" });
       return { ...proxy.counts, n, out };
     };
     const before = Number((await exec(`select count(*)::int as n from invoice`))[0].n);
     const c = await measure({ query: invoiceTree, data: [invoice(5)], stats: true, sql: true });
     assert.equal(c.bursts, c.n, "one round trip per request");
-    assert.equal(c.executes, 5 * c.n, "begin, role switch, the write, the read-back, commit");
+    assert.equal(
+      c.executes,
+      6 * c.n,
+      "begin, role switch, the invoice and lines statements, the read-back, commit",
+    );
     const body = c.out[0] as { result: { lines: unknown[] }[]; stats: unknown[]; sql: unknown[] };
     assert.equal(body.result[0].lines.length, 5);
     assert.equal(body.stats.length, 2);
@@ -565,7 +596,7 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, write, read-back
     // rollback: the same round trip, nothing persists.
     const rb = await measure({ query: invoiceTree, data: [invoice(5)], rollback: true });
     assert.equal(rb.bursts, rb.n);
-    assert.equal(rb.executes, 5 * rb.n);
+    assert.equal(rb.executes, 6 * rb.n);
     assert.equal((rb.out[0] as { lines: unknown[] }[])[0].lines.length, 5);
     assert.equal(Number((await exec(`select count(*)::int as n from invoice`))[0].n), after);
     // Triggers and RLS apply: the statement runs as the request's role.
@@ -590,7 +621,11 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, write, read-back
     assert.equal(denied.headers.get("x-svc-errorcode"), "PG_42501");
     await denied.text();
     assert.equal((await exec(`select count(*)::int as n from tag where code = 't2'`))[0].n, 0);
-    // A failing write: the SQLSTATE mapping is kept (FK violation → 409), still one round trip.
+    // A failing write: the SQLSTATE mapping is kept (FK violation → 409), still one round trip:
+    // the statements after the failure, the commit included, end the transaction in the same
+    // burst (PostgreSQL answers the commit of a failed transaction with ROLLBACK), so no rollback
+    // follows (begin, role, the invoice and lines statements, read-back, commit). A separate
+    // "rollback" after the error once made it 2 bursts.
     proxy.reset();
     const bad = await srv.post("/svc", {
       query: invoiceTree,
@@ -598,6 +633,9 @@ Deno.test("HTTP: a nested write is one round trip (begin, role, write, read-back
     });
     assert.equal(bad.status, 409);
     await bad.text();
+    await waitFor(() => proxy.counts.executes >= 6, { what: "the failing write's statements" });
+    assert.equal(srv.server.runtime.inflight, 0);
+    assert.deepEqual(proxy.counts, { bursts: 1, executes: 6, parses: 0 });
     assert.equal(Number((await exec(`select count(*)::int as n from invoice`))[0].n), after);
   } finally {
     await srv.stop();

@@ -1,0 +1,244 @@
+/**
+ * Client disconnects that the HTTP server does not report. Deno's HTTP/1.1 server watches a
+ * request's connection for the client going away only when the whole request body arrived with its
+ * head (in practice: requests up to 512 bytes, the size of the server's first read). For any other
+ * request (a session cookie and a real body are enough) `request.signal` is not aborted while the
+ * handler runs, so a client that leaves would keep its statement running, and its pooled
+ * connection busy, until `statement_timeout`.
+ *
+ * {@link ClientWatch} closes that gap on Linux: every {@link TICK_MS} it looks up the TCP
+ * connections of the requests in flight for longer than a tick in the kernel's socket table
+ * (`/proc/net/tcp`, or `/proc/net/tcp6` for an IPv6 listener) and aborts a request whose
+ * connection is no longer established (the client closed it, half-closed it or reset it). Short
+ * requests never cost a look-up; elsewhere than Linux it watches nothing.
+ *
+ * @module
+ */
+
+/** How often the connections of requests in flight are looked up, in milliseconds. */
+export const TICK_MS = 50;
+
+/** The kernel's TCP_ESTABLISHED, as `/proc/net/tcp` prints it. */
+const ESTABLISHED = "01";
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+interface Watched {
+  info: Deno.ServeHandlerInfo;
+  abort: () => void;
+  since: number;
+  /** The connection's remote address as the socket table prints it (IPv4 and IPv6 forms). */
+  keys?: string[];
+}
+
+/** Responses whose body streams after the handler returned: watched until they are sent. */
+const streamed = new WeakSet<Response>();
+
+/** Marks a response whose body streams from the database (its request stays watched). */
+export function markStreamed(res: Response): Response {
+  streamed.add(res);
+  return res;
+}
+
+/** Whether {@link markStreamed} marked `res`. */
+export function isStreamed(res: Response): boolean {
+  return streamed.has(res);
+}
+
+/**
+ * Watches the TCP connections of requests in flight and aborts a request whose client went away
+ * (see the module documentation). Call {@link listening} once listening.
+ */
+export class ClientWatch {
+  /** The port svc listens on (0: nothing is watched). */
+  port = 0;
+  /** The socket table of svc's listener: `tcp6` for an IPv6 one (IPv4 clients included). */
+  #file = "/proc/net/tcp";
+  readonly #watched = new Set<Watched>();
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #busy = false;
+
+  /** Sets the address svc listens on: its port, and which socket table holds its connections. */
+  listening(addr: Deno.NetAddr): void {
+    this.port = addr.port;
+    this.#file = addr.hostname.includes(":") ? "/proc/net/tcp6" : "/proc/net/tcp";
+  }
+
+  /** Whether connections can be looked up on this system. */
+  static supported(): boolean {
+    return Deno.build.os === "linux";
+  }
+
+  /**
+   * Watches the connection of the request `info` belongs to; `abort` is called once if its client
+   * goes away. Returns the function that stops watching (undefined when nothing is watched).
+   */
+  watch(info: Deno.ServeHandlerInfo | undefined, abort: () => void): (() => void) | undefined {
+    if (this.port === 0 || info === undefined || !ClientWatch.supported()) return undefined;
+    const w: Watched = { info, abort, since: performance.now() };
+    this.#watched.add(w);
+    if (this.#timer === undefined) {
+      const timer = setInterval(() => void this.#tick(), TICK_MS);
+      Deno.unrefTimer(timer);
+      this.#timer = timer;
+    }
+    return () => void this.#watched.delete(w);
+  }
+
+  /** Stops watching (shutdown). */
+  close(): void {
+    this.port = 0;
+    this.#watched.clear();
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#busy) return;
+    if (this.#watched.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
+    this.#busy = true;
+    try {
+      const now = performance.now();
+      const due: Watched[] = [];
+      for (const w of this.#watched) {
+        if (now - w.since < TICK_MS) continue;
+        let addr: Deno.Addr;
+        try {
+          addr = w.info.remoteAddr;
+        } catch {
+          // The request is over (its streamed answer was sent, or it failed).
+          this.#watched.delete(w);
+          continue;
+        }
+        // The form of the remote address that the listener's table holds.
+        const v6 = this.#file.endsWith("6");
+        w.keys ??= remoteKeys(addr).filter((k) => (k.length > 13) === v6);
+        if (w.keys.length === 0) this.#watched.delete(w);
+        else due.push(w);
+      }
+      if (due.length === 0) return;
+      const table: SocketTable = { states: new Map(), ports: new Set() };
+      parseTable(await Deno.readTextFile(this.#file), `:${hex4(this.port)}`, table);
+      for (const w of due) {
+        if (!this.#watched.has(w) || !gone(w.keys!, table)) continue;
+        this.#watched.delete(w);
+        w.abort();
+      }
+    } catch {
+      // The socket table is unreadable here: the server's own signal is all there is.
+    } finally {
+      this.#busy = false;
+    }
+  }
+}
+
+/** The connections to svc's port: remote address → state, and every remote port. */
+export interface SocketTable {
+  states: Map<string, string>;
+  ports: Set<string>;
+}
+
+/**
+ * Adds the connections of a `/proc/net/tcp{,6}` text whose local address ends with `local`
+ * (":PORT" in hex) to `into`. Lines are `sl: local remote state …`, single spaces between the
+ * three: only svc's own connections are sliced out (the table holds every socket of the host's
+ * network namespace, possibly thousands).
+ */
+export function parseTable(text: string, local: string, into: SocketTable): void {
+  const needle = `${local} `;
+  for (let i = text.indexOf(needle); i >= 0; i = text.indexOf(needle, i + needle.length)) {
+    const start = i + needle.length;
+    const end = text.indexOf(" ", start);
+    if (end < 0) break;
+    const remote = text.slice(start, end);
+    into.states.set(remote, text.slice(end + 1, end + 3));
+    into.ports.add(remote.slice(remote.lastIndexOf(":")));
+  }
+}
+
+/**
+ * Whether the connection whose remote address is one of `keys` is gone: found but no longer
+ * established (the client closed or half-closed it), or no connection from its remote port at all
+ * (reset). A connection from that port under another address is left alone: the address could
+ * be this one's, printed otherwise.
+ */
+export function gone(keys: string[], table: SocketTable): boolean {
+  for (const k of keys) {
+    const state = table.states.get(k);
+    if (state !== undefined) return state !== ESTABLISHED;
+  }
+  return !table.ports.has(keys[0].slice(keys[0].lastIndexOf(":")));
+}
+
+function hex4(n: number): string {
+  return n.toString(16).toUpperCase().padStart(4, "0");
+}
+
+/** Address bytes as the socket table prints them: 32-bit words in host byte order. */
+function hexWords(bytes: number[]): string {
+  let out = "";
+  for (let i = 0; i < bytes.length; i += 4) {
+    const word = bytes.slice(i, i + 4);
+    if (LITTLE_ENDIAN) word.reverse();
+    for (const b of word) out += b.toString(16).toUpperCase().padStart(2, "0");
+  }
+  return out;
+}
+
+/** The bytes of a dotted IPv4 address, or null. */
+function ipv4(s: string): number[] | null {
+  const parts = s.split(".");
+  if (parts.length !== 4) return null;
+  const bytes = parts.map((p) => (/^\d{1,3}$/.test(p) ? Number(p) : NaN));
+  return bytes.every((b) => b >= 0 && b <= 255) ? bytes : null;
+}
+
+/** The 16 bytes of an IPv6 address (`::` shorthand, embedded IPv4, zone id), or null. */
+function ipv6(s: string): number[] | null {
+  s = s.replace(/^\[|\]$/g, "").replace(/%.*$/, "");
+  let tail: number[] = [];
+  const lastColon = s.lastIndexOf(":");
+  if (s.includes(".", lastColon)) {
+    const v4 = ipv4(s.slice(lastColon + 1));
+    if (!v4) return null;
+    tail = v4;
+    s = s.slice(0, lastColon + 1) + "0:0";
+  }
+  const halves = s.split("::");
+  if (halves.length > 2) return null;
+  const groups = (h: string) => (h === "" ? [] : h.split(":"));
+  const head = groups(halves[0]);
+  const rest = halves.length === 2 ? groups(halves[1]) : [];
+  const fill = 8 - head.length - rest.length;
+  if (fill < 0 || (halves.length === 1 && fill !== 0)) return null;
+  const all = [...head, ...Array(fill).fill("0"), ...rest];
+  const bytes: number[] = [];
+  for (const g of all) {
+    if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return null;
+    const v = parseInt(g, 16);
+    bytes.push(v >> 8, v & 0xff);
+  }
+  if (tail.length) bytes.splice(12, 4, ...tail);
+  return bytes;
+}
+
+/**
+ * The remote address of a TCP connection as `/proc/net/tcp` (8 hex digits) and `/proc/net/tcp6`
+ * (32) print it, with the port: an IPv4 client may sit on an IPv6 socket as `::ffff:a.b.c.d`.
+ * Empty for anything but TCP.
+ */
+export function remoteKeys(addr: Deno.Addr): string[] {
+  if (addr.transport !== "tcp") return [];
+  const port = `:${hex4(addr.port)}`;
+  const v4 = ipv4(addr.hostname);
+  const v6 = v4 ? [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...v4] : ipv6(addr.hostname);
+  if (!v6) return [];
+  const mapped = v6.slice(0, 12).every((b, i) => b === (i < 10 ? 0 : 0xff));
+  const keys = [hexWords(v6) + port];
+  if (mapped) keys.unshift(hexWords(v6.slice(12)) + port);
+  return keys;
+}

@@ -1,0 +1,461 @@
+/**
+ * The write engine's compiler: turns a WritePlan (plan.ts, steps.ts) into the statements to run,
+ * in order — one plain statement per relation and level (and per set of provided columns), with
+ * every value bound: rows as one jsonb parameter, a root's delete scope compiled by the read
+ * compiler. Nothing passes through JavaScript between the statements (generated keys flow through
+ * transaction-local settings, see statements.ts), so all of them, the read-back and commit go to
+ * the database in one round trip. Pure: no I/O.
+ */
+import type { LiteralValue, RelationNode, RootKeys } from "../compile/ast.ts";
+import { compileCondition } from "../compile/sql.ts";
+import type { Row } from "../db/tx.ts";
+import { invalid, SvcError } from "../errors.ts";
+import {
+  deleteChildrenStatement,
+  deleteRootStatement,
+  type FillSource,
+  insertOrKeepStatement,
+  insertStatement,
+  lookupStatement,
+  ROOT_KEYS_SETTING,
+  rootKeysStatement,
+  type RowsSpec,
+  sourceField,
+  updateStatement,
+  upsertStatement,
+  valuesSetting,
+} from "./statements.ts";
+import type { DeleteStep, PlanNode, RowsStep, Stat, WritePlan } from "./types.ts";
+import type { JsonValue } from "./values.ts";
+
+/** A random marker per process: a payload value cannot forge a check failure. */
+const MARKER = `svc-write-check-${crypto.randomUUID().slice(0, 8)}`;
+
+/**
+ * Statement texts by query (the parsed tree, alive as long as its request or a cache holds it) and
+ * payload shape: which statements, with which columns, stores and sources. The text depends on
+ * nothing else, so a write of a known shape skips SQL generation.
+ */
+const sqlCache = new WeakMap<RelationNode, Map<string, string[]>>();
+
+/** Payload shapes cached per query. */
+export const SHAPES_PER_QUERY = 16;
+
+/** How many payload shapes of `query` have their statement texts cached. */
+export function cachedShapes(query: RelationNode): number {
+  return sqlCache.get(query)?.size ?? 0;
+}
+
+/** One statement of a write. */
+export interface WriteStatement {
+  /** Join keys from the root to the relation written (ComplexResult `sql`, `query_plan`). */
+  path: string[];
+  /** Plan node written. */
+  node: number;
+  sql: string;
+  params: unknown[];
+  /**
+   * Where its counts come from: its one row (`i`, `u`, `d`), the command count of a plain INSERT
+   * or DELETE, or nowhere (the statement storing the root keys).
+   */
+  counts: "row" | "inserted" | "deleted" | "none";
+}
+
+/** A write compiled to statements. */
+export interface CompiledWrite {
+  /** In execution order. */
+  statements: WriteStatement[];
+  /**
+   * The root keys in payload order for the read-back: the values when every root row's key is
+   * known before the write, else the setting the root's last statement stores them in.
+   */
+  rootKeys: RootKeys;
+  /** The stats (root first, written relations only) from the statements' results, in order. */
+  stats(results: Row[][]): Stat[];
+  /** The SvcError a failed check stands for; any other error unchanged. */
+  error(e: unknown): unknown;
+}
+
+/** Options of compileWrite. */
+export interface CompileWriteOptions {
+  /** Well-known parameter values (a root delete's `where` may use them). */
+  params?: Record<string, unknown>;
+  /** Whether the write is read back (default true): the root keys are then needed. */
+  readBack?: boolean;
+}
+
+interface Check {
+  /** missing: a row other rows take values from was not written nor found. */
+  kind: "update" | "lookup" | "count" | "missing";
+  node: PlanNode;
+  /** missing: the node's row at each position of the statement that stored them. */
+  rows?: number[];
+}
+
+/** Where a row's run-time values are: the statement that stored them and the row's position. */
+interface Stored {
+  statement: number;
+  pos: number;
+}
+
+/** Plan nodes in select order (a node before its joins). */
+export function preorder(plan: WritePlan): PlanNode[] {
+  const out: PlanNode[] = [];
+  const visit = (n: PlanNode) => {
+    out.push(n);
+    for (const id of n.children) visit(plan.nodes[id]);
+  };
+  visit(plan.root);
+  return out;
+}
+
+/**
+ * Compiles `plan` to its statements. Throws the QUERY_INVALID of two rows of one statement with
+ * one key and different values.
+ */
+export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): CompiledWrite {
+  const checks: Check[] = [];
+  const check = (c: Check) => checks.push(c) - 1;
+  /** Per node and row: where its run-time values are (the last statement storing them). */
+  const stored = new Map<number, Map<number, Stored>>();
+  const storedOf = (node: number, row: number) => stored.get(node)?.get(row);
+  /** Per statement that stores: the node's row at each position. */
+  const positions = new Map<number, number[]>();
+
+  // Nodes whose run-time values other statements take: their statements store them.
+  const consumed = new Set<number>();
+  for (const n of plan.nodes) {
+    for (const row of n.rows) for (const f of row.fills) consumed.add(f.node);
+  }
+  const root = plan.root;
+  const staticKey = (values: Map<string, JsonValue>) =>
+    root.keyColumns.every((c) => values.get(c) != null);
+  const readBack = opts.readBack !== false && root.returning.length > 0;
+  const rootRuntime = readBack && root.written && root.rows.some((r) => !staticKey(r.values));
+  if (rootRuntime) consumed.add(root.id);
+
+  const statements: WriteStatement[] = [];
+  /** Per statement: its part of the shape, and how to build its text (on a cache miss). */
+  const shape: string[] = [];
+  const builders: (() => string)[] = [];
+  for (const step of plan.steps) {
+    const node = plan.nodes[step.node];
+    if (step.kind === "delete") {
+      const d = deleteOf(plan, node, step, opts.params);
+      statements.push(d);
+      // A root delete's text comes with its where's values: it is built every time.
+      shape.push(`d${node.id}:${step.parents === null ? "root" : step.match.join(",")}`);
+      builders.push(() => d.sql);
+      continue;
+    }
+    const index = statements.length;
+    const built = buildInput(node, step, storedOf);
+    const fills: FillSource[] = built.fills.map(([column, src, statement, from]) => ({
+      column,
+      statement,
+      index: plan.nodes[src].returning.indexOf(from),
+      check: check({ kind: "missing", node: plan.nodes[src], rows: positions.get(statement) }),
+    }));
+    for (const f of fills) {
+      if (f.index < 0) throw new SvcError("INTERNAL", `write: ${f.column} from an unread column`);
+    }
+    const store = consumed.has(node.id);
+    if (store) {
+      let m = stored.get(node.id);
+      if (!m) stored.set(node.id, m = new Map());
+      for (const [r, pos] of built.pos) m.set(r, { statement: index, pos });
+      positions.set(index, built.input.map((o) => o["@o"] as number));
+    }
+    const params: unknown[] = [JSON.stringify(built.input)];
+    const spec: RowsSpec = {
+      target: node,
+      columns: step.columns,
+      fills,
+      index,
+      store,
+      marker: MARKER,
+      check: -1,
+    };
+    let build: (spec: RowsSpec) => string;
+    let counts: WriteStatement["counts"] = "row";
+    switch (step.kind) {
+      case "insert":
+        spec.check = check({ kind: "count", node });
+        build = insertStatement;
+        if (store) params.push(String(built.input.length));
+        else counts = "inserted";
+        break;
+      case "update":
+        spec.check = check({ kind: "update", node });
+        build = updateStatement;
+        break;
+      case "upsert":
+        build = upsertStatement;
+        break;
+      case "insert-or-keep":
+        build = insertOrKeepStatement;
+        break;
+      case "lookup":
+        spec.check = check({ kind: "lookup", node });
+        build = lookupStatement;
+        break;
+    }
+    shape.push(
+      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${
+        step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
+          .join(",")
+      }:${fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")}`,
+    );
+    builders.push(() => build(spec));
+    statements.push({ path: node.path, node: node.id, sql: "", params, counts });
+  }
+
+  // The root keys in payload order: known ones bound; run-time ones from the setting of the one
+  // statement that stored every root row in payload order, else gathered by one more statement.
+  let rootKeys: RootKeys = {
+    columns: [...root.keyColumns],
+    rows: root.rows.map((row) => root.keyColumns.map((c) => literal(row.values.get(c)))),
+  };
+  if (rootRuntime) {
+    const where = root.rows.map((row, r) => staticKey(row.values) ? null : storedOf(root.id, r));
+    const first = where[0];
+    if (first && where.every((w, r) => w && w.statement === first.statement && w.pos === r)) {
+      rootKeys = {
+        columns: [...root.keyColumns],
+        rows: [],
+        setting: valuesSetting(first.statement),
+      };
+    } else {
+      const entries = root.rows.map((row, r) => {
+        if (staticKey(row.values)) return [root.keyColumns.map((c) => row.values.get(c)!)];
+        const w = where[r];
+        if (!w) throw new SvcError("INTERNAL", `write: no value for the key of root row ${r}`);
+        return [w.statement, w.pos];
+      });
+      statements.push({
+        path: root.path,
+        node: root.id,
+        sql: "",
+        params: [JSON.stringify(entries)],
+        counts: "none",
+      });
+      shape.push("root keys");
+      builders.push(rootKeysStatement);
+      rootKeys = { columns: [...root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING };
+    }
+  }
+  // The texts, from the cache when this query was written with this shape before.
+  let byShape = sqlCache.get(root.query);
+  if (!byShape) sqlCache.set(root.query, byShape = new Map());
+  const key = shape.join("\n");
+  let texts = byShape.get(key);
+  if (!texts) {
+    texts = builders.map((b) => b());
+    if (byShape.size >= SHAPES_PER_QUERY) byShape.delete(byShape.keys().next().value!);
+    byShape.set(key, texts);
+  }
+  statements.forEach((st, i) => {
+    if (!st.sql) st.sql = texts[i];
+  });
+  const written = preorder(plan).filter((n) => n.written);
+
+  return {
+    statements,
+    rootKeys,
+    stats(results) {
+      const byNode = new Map<number, Stat>();
+      for (const n of written) {
+        byNode.set(n.id, {
+          path: n.path,
+          table: n.table,
+          submitted: n.rows.length,
+          inserted: 0,
+          updated: 0,
+          deleted: 0,
+        });
+      }
+      statements.forEach((s, i) => {
+        const st = byNode.get(s.node);
+        const rows = results[i];
+        if (!st || !rows || s.counts === "none") return;
+        if (s.counts === "row") {
+          const row = rows[0] ?? {};
+          st.inserted += Number(row.i ?? 0);
+          st.updated += Number(row.u ?? 0);
+          st.deleted += Number(row.d ?? 0);
+        } else {
+          const n = Number((rows as { count?: number | null }).count ?? 0);
+          if (s.counts === "inserted") st.inserted += n;
+          else st.deleted += n;
+        }
+      });
+      return written.map((n) => byNode.get(n.id)!);
+    },
+    error(e) {
+      const m = new RegExp(`${MARKER}:(\\d+):(-?\\d+)`).exec(String((e as Error)?.message ?? ""));
+      if (!m) return e;
+      const c = checks[Number(m[1])];
+      const node = c.node;
+      if (c.kind === "count") {
+        return new SvcError(
+          "INTERNAL",
+          `inserting into ${node.table}: another number of rows returned than sent (a trigger skipped rows?)`,
+        );
+      }
+      const row = node.rows[c.kind === "missing" ? c.rows?.[Number(m[2])] ?? -1 : Number(m[2])];
+      if (!row) return e;
+      if (c.kind === "update" || (c.kind === "missing" && row.action === "update")) {
+        const key = node.keyColumns.map((k) =>
+          `${k} = ${JSON.stringify(row.values.get(k) ?? null)}`
+        ).join(", ");
+        return invalid(
+          row.pointer,
+          `no row of ${node.table} has the key given (${key}): rows carrying a key are updated, never inserted`,
+        );
+      }
+      return invalid(row.pointer, `no row of ${node.table} has the key given`);
+    },
+  };
+}
+
+function literal(v: JsonValue | undefined): LiteralValue {
+  if (v === undefined || v === null) return null;
+  if (typeof v === "object") return JSON.stringify(v);
+  return v;
+}
+
+/** The DELETE of a merge's omitted rows: children of given parents, or root rows in its where. */
+function deleteOf(
+  plan: WritePlan,
+  node: PlanNode,
+  step: DeleteStep,
+  params: Record<string, unknown> | undefined,
+): WriteStatement {
+  const typed = (n: PlanNode, cols: string[]) =>
+    cols.map((c) => ({ name: c, type: n.relation.columnMap.get(c)!.type }));
+  const keep = JSON.stringify(step.keep);
+  if (step.parents === null) {
+    const where = compileCondition(node.query, params);
+    const keyParam = `$${where.params.length + 1}`;
+    return {
+      path: node.path,
+      node: node.id,
+      sql: deleteRootStatement(
+        node,
+        node.query.sqlAlias,
+        where.sql,
+        typed(node, node.keyColumns),
+        keyParam,
+      ),
+      params: [...where.params, keep],
+      counts: "deleted",
+    };
+  }
+  const parent = plan.nodes[node.parent!];
+  return {
+    path: node.path,
+    node: node.id,
+    sql: deleteChildrenStatement(
+      node,
+      node.join?.on ?? [],
+      parent,
+      typed(parent, step.match),
+      typed(node, node.keyColumns),
+    ),
+    params: [JSON.stringify(step.parents), keep],
+    counts: "deleted",
+  };
+}
+
+/** The rows of one statement and the run-time values they take. */
+interface BuiltInput {
+  input: Record<string, JsonValue>[];
+  /** [input column, source node, source statement, source column]: one per column and statement. */
+  fills: [string, number, number, string][];
+  /** Each row of the step and its position in the input (a merged row: its twin's). */
+  pos: [number, number][];
+}
+
+/**
+ * The input rows of a step. A value only known at run time is sent as the position of its source
+ * row in the statement that stored it (field `"@s<statement>"`). Rows sharing a key in a
+ * statement that matches by key (update, upsert, insert-or-keep, lookup) are sent once when they
+ * carry the same values — e.g. two tracks linking the same genre object — and rejected when they
+ * differ (known values and run-time sources alike).
+ */
+function buildInput(
+  node: PlanNode,
+  step: RowsStep,
+  storedOf: (node: number, row: number) => Stored | undefined,
+): BuiltInput {
+  const input: Record<string, JsonValue>[] = [];
+  const fills: [string, number, number, string][] = [];
+  const fillIndex = new Set<string>();
+  const pos: [number, number][] = [];
+  const seen = new Map<string, { r: number; body: string; pos: number }>();
+  const keyCols = step.kind === "update" || step.kind === "lookup"
+    ? node.keyColumns
+    : node.conflictColumns;
+  const source = (f: { node: number; row: number; column: string }) => {
+    const w = storedOf(f.node, f.row);
+    if (!w) {
+      throw new SvcError("INTERNAL", `write order: ${node.table}.${f.column} before its source`);
+    }
+    return w;
+  };
+  for (const r of step.rows) {
+    const prow = node.rows[r];
+    const o: Record<string, JsonValue> = Object.create(null);
+    const token = (c: string): JsonValue => {
+      const v = prow.values.get(c);
+      if (v !== undefined) return typeof v === "number" ? String(v) : v;
+      const f = prow.fills.find((x) => x.column === c);
+      if (!f) return null;
+      const w = source(f);
+      return { "@fill": [w.statement, w.pos, f.from] };
+    };
+    o["@o"] = r;
+    for (const c of step.columns) {
+      const sends = c.role === "match" || prow.writes.has(c.name);
+      const v = prow.values.get(c.name);
+      if (sends && v !== undefined) o[c.name] = v;
+      if (c.flag) o[`@p:${c.name}`] = prow.writes.has(c.name);
+      const f = prow.fills.find((x) => x.column === c.name);
+      if (sends && f && v === undefined) {
+        const w = source(f);
+        const id = `${c.name}\0${w.statement}`;
+        if (!fillIndex.has(id)) {
+          fillIndex.add(id);
+          fills.push([c.name, f.node, w.statement, f.from]);
+        }
+        o[sourceField(w.statement)] = w.pos;
+      }
+    }
+    if (step.kind !== "insert") {
+      const key = JSON.stringify(keyCols.map(token));
+      const body = JSON.stringify(
+        step.columns.map((c) =>
+          c.role === "match" || prow.writes.has(c.name) ? token(c.name) : null
+        ),
+      );
+      const first = seen.get(key);
+      if (first) {
+        if (first.body !== body) {
+          throw invalid(
+            prow.pointer,
+            `two rows of ${node.table} have the same key (${
+              keyCols.join(", ")
+            }) but different values ` +
+              `(the other is ${node.rows[first.r].pointer})`,
+          );
+        }
+        pos.push([r, first.pos]);
+        continue;
+      }
+      seen.set(key, { r, body, pos: input.length });
+    }
+    pos.push([r, input.length]);
+    input.push(o);
+  }
+  return { input, fills, pos };
+}
