@@ -11,7 +11,7 @@ import { storeTable } from "./config/load.ts";
 export const VERSION: string = denoJson.version;
 
 /** Where the full configuration reference lives. */
-export const CONFIG_REFERENCE = "README.md#configuration (in the svc repository)";
+export const CONFIG_REFERENCE = "docs/configuration.md (in the svc repository)";
 
 function kindText(k: KeySpec["kind"]): string {
   return typeof k === "object" ? k.enum.join("|") : k;

@@ -1,7 +1,7 @@
 /**
  * Names a role may plausibly mean, for "did you mean …" suggestions only (never to refuse a
  * query: PostgreSQL decides). Each carries what the role must hold for it to be suggested; the
- * HTTP layer asks PostgreSQL for the request's role before a hint is shown (README "The query
+ * HTTP layer asks PostgreSQL for the request's role before a hint is shown (docs/endpoint.md "The query
  * endpoint").
  */
 import type { Schema } from "../db/schema.ts";

@@ -1,6 +1,6 @@
 /**
  * The complete table of configuration keys: name (patterns use `<placeholder>` segments), value
- * type, default and a one-line description. The loader, the README test and `--help` all read it.
+ * type, default and a one-line description. The loader, the docs/configuration.md test and `--help` all read it.
  */
 import { z } from "zod";
 import { DEFAULT_MAX_PARAMS } from "../db/params.ts";
@@ -31,7 +31,7 @@ export const CSP_DIRECTIVES: readonly string[] = [
   "form_action",
 ];
 
-/** Every known key. Order is the order of the README reference. */
+/** Every known key. Order is the order of docs/configuration.md. */
 export const KEYS: KeySpec[] = [
   {
     key: "dev",

@@ -1,6 +1,6 @@
 /**
  * Configuration keys that are accepted but have no effect yet (their features are being built):
- * README's configuration table and `--help` mark them "planned". Remove a prefix when its
+ * docs/configuration.md and `--help` mark them "planned". Remove a prefix when its
  * feature lands.
  */
 export const PLANNED_PREFIXES: readonly string[] = [];

@@ -4,7 +4,7 @@
  * replica sharing the database. Each claim is one atomic `insert … on conflict do nothing
  * returning`, on a connection of its own opened as the authenticator (never in a request's
  * transaction, never as the browser's role); expired rows are purged in the background. svc
- * never creates the table: `svc --print-setup-sql --sso.store=<table>` prints it (README.md,
+ * never creates the table: `svc --print-setup-sql --sso.store=<table>` prints it (docs/sso.md,
  * "Replay protection").
  */
 import { Client } from "../pg/client.ts";

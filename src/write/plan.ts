@@ -5,7 +5,7 @@
  * Pure: no I/O. `compileWrite` (compile.ts) turns the plan into SQL, `executeWrite` (execute.ts)
  * or the request pool's pipeline runs it.
  *
- * Semantics (the write rules of docs/query.md and README.md's write section):
+ * Semantics (the write rules of docs/query.md and docs/endpoint.md's write section):
  * - Shape: the root is an array of objects; an incoming join key holds an array, an outgoing join
  *   key an object or null; keys are the select's output names. An unknown key is QUERY_INVALID
  *   (pointer into data). `get`-marked items, computed fields and other expressions, generated

@@ -17,7 +17,7 @@ Deno.test("--help lists every flag and the reference; --version prints the versi
   for (const k of KEYS) assert.ok(help.stdout.includes(`--${k.key}`), `--help lacks --${k.key}`);
   assert.match(help.stdout, /--version/);
   assert.match(help.stdout, /--print-setup-sql/);
-  assert.match(help.stdout, /README\.md#configuration/);
+  assert.match(help.stdout, /docs\/configuration\.md/);
   // Every key has an effect today: none is marked planned.
   assert.doesNotMatch(help.stdout, /planned/);
   const version = await runSvc(["--version"]);

@@ -191,8 +191,8 @@ test("a header value with a control character is 500 INTERNAL, and svc keeps ser
   assert.equal(ok.headers.get("x-v"), "a\tb c");
 });
 
-test("README's sample callback: OIDC needs email_verified; an unsafe next falls back to /", async () => {
-  const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
+test("docs/sso.md's sample callback: OIDC needs email_verified; an unsafe next falls back to /", async () => {
+  const readme = await Deno.readTextFile(new URL("../../docs/sso.md", import.meta.url));
   const sample = /```sql\n(create table sso_user[\s\S]*?)```/.exec(readme)![1];
   const db = sqlClient(await emptyDb("readme_sample", sample));
   try {

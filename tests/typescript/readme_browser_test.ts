@@ -11,10 +11,10 @@ const ROOT = new URL("../../", import.meta.url).pathname;
 const flags = ["--http.typescript.enable=true", `--pg.query.wellknown_path=${ROOT}wellknown`];
 
 function readmeExample(): string {
-  const readme = Deno.readTextFileSync(`${ROOT}README.md`);
-  const section = readme.slice(readme.indexOf("## TypeScript client"));
+  const readme = Deno.readTextFileSync(`${ROOT}docs/client.md`);
+  const section = readme.slice(readme.indexOf("# TypeScript client"));
   const m = section.match(/```ts\n([\s\S]*?)```/);
-  assert.ok(m, "README has a ts example under 'TypeScript client'");
+  assert.ok(m, "docs/client.md has a ts example under 'TypeScript client'");
   return m[1];
 }
 

@@ -25,7 +25,7 @@ function fnName(fn: Func): string {
 
 /** The marker of a jwt minted by a function `http.functions.allowed_auth` does not match. */
 const DENY = "svc:jwt-not-allowed";
-/** The marker of an unsafe `redirect` (README.md, "Routes"). */
+/** The marker of an unsafe `redirect` (docs/routes.md). */
 const UNSAFE = "svc:unsafe-redirect";
 /** Fails the statement when the resp's redirect is unsafe, so its transaction rolls back. */
 const UNSAFE_CHECK = `, 'unsafe', case when jsonb_typeof(r.resp) = 'object' and ` +
