@@ -23,15 +23,17 @@
  *   variants alike (tighter ratios; absolute figures then include the variants' contention).
  * - `--json=FILE`: also writes the rounds and the summary as JSON.
  * - `--case=pk_read`: another case of bench/lib/cases.ts (nested_read, nested_write, wellknown…).
+ * - A variant named `floor` runs bench/floor.ts instead of svc (pk_read only): the driverless
+ *   floor, e.g. `--variant=svc: --variant=floor:`.
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { startCluster } from "../src/db/cluster.ts";
-import { CASES } from "./lib/cases.ts";
+import { CASES, PK_FLOOR_SQL } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
-import { type Child, cpuMs, startSvc } from "./lib/procs.ts";
+import { type Child, cpuMs, startFloor, startSvc } from "./lib/procs.ts";
 import { summarizeProfile } from "./lib/cpuprof.ts";
 
 const { values: flags } = parseArgs({
@@ -136,17 +138,28 @@ try {
   for (const v of variants) {
     const profDir = PROF ? `${PROF}/${v.name}` : undefined;
     if (profDir) Deno.mkdirSync(profDir, { recursive: true });
-    const child = await startSvc({
-      pgUri: uri,
-      poolSize: Number(flags.pool),
-      wellknownDir: `${tmp}/wellknown`,
-      secretsDir: `${tmp}/secrets`,
-      logFile: `${tmp}/svc-${v.name}.log`,
-      flags: v.flags,
-      main: v.main,
-      env: v.env,
-      denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
-    });
+    const child = v.name === "floor"
+      ? await startFloor({
+        pgPort: cluster.port,
+        database: "bench",
+        poolSize: Number(flags.pool),
+        sql: PK_FLOOR_SQL,
+        role: "~anonymous",
+        claims: "null",
+        logFile: `${tmp}/floor.log`,
+        denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+      })
+      : await startSvc({
+        pgUri: uri,
+        poolSize: Number(flags.pool),
+        wellknownDir: `${tmp}/wellknown`,
+        secretsDir: `${tmp}/secrets`,
+        logFile: `${tmp}/svc-${v.name}.log`,
+        flags: v.flags,
+        main: v.main,
+        env: v.env,
+        denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+      });
     procs.set(v.name, child);
     const check = await fetch(`${child.url}/svc`, {
       method: "POST",

@@ -22,7 +22,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import postgres from "postgres";
+import { Client } from "../src/pg/client.ts";
 import { type Cluster, findPgBin, startCluster } from "../src/db/cluster.ts";
 import {
   type Case,
@@ -30,6 +30,7 @@ import {
   graphqlToSvcShape,
   jsonDiff,
   NESTED_READ_GRAPHQL,
+  PK_FLOOR_SQL,
   WELLKNOWN_FILE,
 } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
@@ -54,6 +55,7 @@ import {
   ensurePeer,
   readMem,
   resetPeak,
+  startFloor,
   startPeer,
   startSvc,
 } from "./lib/procs.ts";
@@ -61,6 +63,7 @@ import {
   type BigProbe,
   type CaseResult,
   evaluateTargets,
+  type FloorRow,
   type PeerRow,
   renderMarkdown,
   type Report,
@@ -258,15 +261,15 @@ async function post(
 }
 
 /** The hand-written SQL's answer, run exactly as pgbench runs it (role, claims, savepoint). */
-async function sqlAnswer(sql: postgres.Sql, c: Case): Promise<unknown[]> {
+async function sqlAnswer(sql: Client, c: Case): Promise<unknown[]> {
   const rows = await sql.begin(async (tx) => {
-    await tx.unsafe("select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)", [
-      ROLE,
-      CLAIMS,
-    ]);
-    if (c.rollback) await tx.unsafe("savepoint bench");
-    const rows = await tx.unsafe(c.sql);
-    if (c.rollback) await tx.unsafe("rollback to savepoint bench");
+    await tx.query(
+      "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)",
+      [ROLE, CLAIMS],
+    );
+    if (c.rollback) await tx.query("savepoint bench");
+    const rows = await tx.query(c.sql);
+    if (c.rollback) await tx.query("rollback to savepoint bench");
     return rows;
   });
   return rows.map((r) => (typeof r.j === "string" ? JSON.parse(r.j) : r.j));
@@ -341,9 +344,9 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
  * thousands per run), and autovacuum cleaning them up during the next run would charge that run
  * (svc's or pgbench's, whichever comes next) for the previous one. Every run starts clean instead.
  */
-async function vacuumFor(c: Case, sql: postgres.Sql): Promise<void> {
+async function vacuumFor(c: Case, sql: Client): Promise<void> {
   if (!c.rollback) return;
-  await sql.unsafe("vacuum (analyze) invoice, invoice_line");
+  await sql.simple("vacuum (analyze) invoice, invoice_line");
 }
 
 function durationFor(c: Case, conns: number, base: number): number {
@@ -398,7 +401,7 @@ async function main(): Promise<Report> {
   const svcPid = svc.pid;
   log(`svc pid ${svcPid} at ${svc.url}; RSS ${readMem(svcPid).rss_mb.toFixed(1)} MiB`);
 
-  const sql = postgres(uri, { max: 2, onnotice: () => {} });
+  const sql = new Client(uri);
   const cases: CaseResult[] = [];
   const pgbenchBase = {
     pgbench: `${pgBin}/pgbench`,
@@ -775,6 +778,104 @@ async function main(): Promise<Report> {
       }
     }
 
+    // The floor (bench/floor.ts): the primary-key read answered by Deno.serve and raw PostgreSQL
+    // sockets, no driver (statements prepared at connect, one write per request, the row's JSON
+    // bytes copied into the response). Compared with a fresh one-worker svc in alternating rounds
+    // at each concurrency: req/s and svc CPU per request, svc ÷ floor.
+    let floorReport: Report["floor"];
+    if (pk) {
+      const ROUNDS = 5;
+      const d = Math.max(3, Math.round(DURATION / 2));
+      log(`floor: pk_read, bench/floor.ts vs a one-worker svc, ${ROUNDS} rounds × ${d} s`);
+      const floor = await startFloor({
+        pgPort: cluster.port,
+        database: "bench",
+        poolSize: POOL,
+        sql: PK_FLOOR_SQL,
+        role: ROLE,
+        claims: CLAIMS,
+        logFile: `${RUN_DIR}/floor.log`,
+      });
+      const one = await startSvc({
+        pgUri: uri,
+        poolSize: POOL,
+        wellknownDir,
+        secretsDir,
+        logFile: `${RUN_DIR}/svc-floor-compare.log`,
+        flags: ["--http.workers=1"],
+      });
+      try {
+        const bodyFile = `${RUN_DIR}/pk_read.json`;
+        const bodyText = JSON.stringify(pk.body);
+        const fa = await post(`${floor.url}/svc`, bodyText);
+        const sa = await post(`${one.url}/svc`, bodyText);
+        const diff = jsonDiff(fa.json, sa.json);
+        if (diff !== null) problems.push(`floor: its answer differs from svc's: ${diff}`);
+        const x = {
+          floor: { url: `${floor.url}/svc`, pid: floor.pid },
+          svc: { url: `${one.url}/svc`, pid: one.pid },
+        };
+        if (WARMUP > 0) {
+          for (const t of Object.values(x)) {
+            await http({ url: t.url, bodyFile, connections: 10, duration: WARMUP }, useWrk);
+          }
+        }
+        const med = (xs: number[]) => {
+          const v = [...xs].filter(Number.isFinite).sort((a, b) => a - b);
+          return v.length ? v[(v.length - 1) >> 1] : null;
+        };
+        const rows: FloorRow[] = [];
+        for (const conns of CONNS) {
+          const got = {
+            floor: { us: [] as number[], rps: [] as number[] },
+            svc: { us: [] as number[], rps: [] as number[] },
+          };
+          for (let round = 0; round < ROUNDS; round++) {
+            for (const k of round % 2 ? ["svc", "floor"] as const : ["floor", "svc"] as const) {
+              const c0 = cpuMs(x[k].pid) ?? NaN;
+              const r = await http(
+                { url: x[k].url, bodyFile, connections: conns, duration: d },
+                useWrk,
+              );
+              const c1 = cpuMs(x[k].pid) ?? NaN;
+              got[k].us.push(r.requests > 0 && !r.non2xx ? ((c1 - c0) * 1000) / r.requests : NaN);
+              got[k].rps.push(r.non2xx ? NaN : r.rps);
+            }
+          }
+          const per = (f: (i: number) => number) => med(got.svc.rps.map((_, i) => f(i)));
+          const row: FloorRow = {
+            connections: conns,
+            svc_rps: med(got.svc.rps),
+            floor_rps: med(got.floor.rps),
+            svc_cpu_us: med(got.svc.us),
+            floor_cpu_us: med(got.floor.us),
+            rps_ratio: per((i) => got.svc.rps[i] / got.floor.rps[i]),
+            cpu_ratio: per((i) => got.floor.us[i] / got.svc.us[i]),
+            rounds: {
+              svc_rps: got.svc.rps,
+              floor_rps: got.floor.rps,
+              svc_cpu_us: got.svc.us,
+              floor_cpu_us: got.floor.us,
+            },
+          };
+          rows.push(row);
+          log(
+            `  c=${String(conns).padStart(2)}: svc ${row.svc_rps?.toFixed(0)} req/s ` +
+              `${row.svc_cpu_us?.toFixed(1)} µs CPU/req | floor ${
+                row.floor_rps?.toFixed(0)
+              } req/s ` +
+              `${row.floor_cpu_us?.toFixed(1)} µs CPU/req | svc ÷ floor: req/s ${
+                row.rps_ratio?.toFixed(2)
+              }, CPU efficiency ${row.cpu_ratio?.toFixed(2)}`,
+          );
+        }
+        floorReport = { rounds: ROUNDS, duration_s: d, verified: diff === null, rows };
+      } finally {
+        await one.stop();
+        await floor.stop();
+      }
+    }
+
     let peerReport: Report["peer"] = null;
     const nested = cases.find((c) => c.id === "nested_read");
     if (wantPeer && nested) {
@@ -928,13 +1029,14 @@ async function main(): Promise<Report> {
       amplification,
       wide_batch: wideBatch,
       metrics_cost: metricsCost,
+      floor: floorReport,
       scaling: { workers: WORKERS, rows: scaling },
       peer: peerReport,
       problems,
     };
     return { ...partial, targets: evaluateTargets(partial) };
   } finally {
-    await sql.end({ timeout: 5 });
+    await sql.close(5000);
   }
 }
 

@@ -75,6 +75,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     statementTimeout: cfg.pg.query.statement_timeout,
     leaseGrace: cfg.pg.lease_grace,
     maxParams: cfg.pg.query.max_params,
+    preparedStatements: cfg.pg.prepared_statements,
   });
   const health = new HealthProbe(connectionString(cfg));
   const runtime = new Runtime(cfg);

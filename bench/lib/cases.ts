@@ -42,6 +42,9 @@ const WK_ALBUM = 141;
 /** The track columns in table order, as `row_to_json` emits them. */
 const TRACK_ROW = "row_to_json(t)";
 
+/** The primary-key read as the floor (bench/floor.ts) runs it: the key is `$1`. */
+export const PK_FLOOR_SQL = `select ${TRACK_ROW} as j from track t where t.track_id = $1`;
+
 /** The 20 artists → albums → tracks read (also run against PostGraphile). */
 export const NESTED_READ_BODY = {
   relation: "artist",

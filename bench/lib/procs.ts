@@ -210,6 +210,60 @@ export async function startSvc(o: SvcOptions): Promise<Child> {
   return child;
 }
 
+/** Options of the floor process (bench/floor.ts). */
+export interface FloorOptions {
+  pgPort: number;
+  database: string;
+  poolSize: number;
+  /** The primary-key read with the key as `$1`. */
+  sql: string;
+  role: string;
+  claims: string;
+  logFile: string;
+  /** Extra `deno run` options before the script (e.g. `--cpu-prof`). */
+  denoArgs?: string[];
+}
+
+/**
+ * Starts the floor (bench/floor.ts: Deno.serve and raw PostgreSQL sockets, no driver) and waits
+ * until it answers a primary-key read.
+ */
+export async function startFloor(o: FloorOptions): Promise<Child> {
+  const port = freePort();
+  const child = spawn("floor", Deno.execPath(), [
+    "run",
+    "-A",
+    ...(o.denoArgs ?? []),
+    new URL("../floor.ts", import.meta.url).pathname,
+    `--port=${port}`,
+    `--pg-port=${o.pgPort}`,
+    `--db=${o.database}`,
+    `--pool=${o.poolSize}`,
+    `--sql=${o.sql}`,
+    `--role=${o.role}`,
+    `--claims=${o.claims}`,
+  ], { port, logFile: o.logFile });
+  try {
+    await waitFor(
+      "floor",
+      async () => {
+        const r = await fetch(child.url, {
+          method: "POST",
+          body: JSON.stringify({ where: ["=", "x", 1] }),
+        });
+        await r.body?.cancel();
+        return r.status === 200;
+      },
+      30_000,
+      child,
+    );
+  } catch (e) {
+    await child.stop();
+    throw e;
+  }
+  return child;
+}
+
 /** Installs PostGraphile (and Node 24) into bench/.peer with npm when missing. */
 export async function ensurePeer(log: (s: string) => void): Promise<void> {
   const marker = `${PEER_DIR}node_modules/postgraphile/package.json`;

@@ -97,6 +97,24 @@ export interface ScalingRow {
   }>;
 }
 
+/**
+ * The primary-key read against the floor (bench/floor.ts) at one concurrency: medians over the
+ * alternating rounds of a one-worker svc and the floor.
+ */
+export interface FloorRow {
+  connections: number;
+  svc_rps: number | null;
+  floor_rps: number | null;
+  /** Process CPU time per request, µs. */
+  svc_cpu_us: number | null;
+  floor_cpu_us: number | null;
+  /** Median of the per-round svc req/s ÷ floor req/s. */
+  rps_ratio: number | null;
+  /** Median of the per-round floor CPU per request ÷ svc CPU per request (1: as cheap). */
+  cpu_ratio: number | null;
+  rounds: { svc_rps: number[]; floor_rps: number[]; svc_cpu_us: number[]; floor_cpu_us: number[] };
+}
+
 export interface Report {
   generated_at: string;
   duration_s: number;
@@ -128,6 +146,8 @@ export interface Report {
     cost_pct_q1: number;
     cost_pct_q3: number;
   };
+  /** The primary-key read against the driverless floor (bench/floor.ts), one svc worker. */
+  floor?: { rounds: number; duration_s: number; verified: boolean; rows: FloorRow[] };
   /** The cases again with each other worker count (the first is the main run's). */
   scaling?: { workers: number[]; rows: ScalingRow[] };
   peer: {
@@ -192,6 +212,18 @@ export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
     text: "nested read ≥ 3.5× PostGraphile",
     results: peerResults,
     met: overall(peerResults),
+  });
+  const floorResults = (r.floor?.rows ?? []).map((f) => ({
+    connections: f.connections,
+    value: f.rps_ratio,
+    met: f.rps_ratio === null ? null : f.rps_ratio >= 0.95,
+  }));
+  const floor50 = floorResults.filter((f) => f.connections === 50);
+  targets.push({
+    id: "pk_read_vs_floor_50",
+    text: "primary-key read at 50 connections ≥ 0.95 × the floor (req/s, 1 worker)",
+    results: floorResults,
+    met: floor50.length ? floor50[0].met : null,
   });
   const nested50 = byId("nested_read")?.runs.find((x) => x.connections === 50);
   const p99 = nested50?.svc?.p99_ms ?? null;
@@ -405,6 +437,31 @@ export function renderMarkdown(r: Report): string {
     }
   }
   L.push("");
+
+  if (r.floor) {
+    L.push("## Floor: the primary-key read without svc", "");
+    L.push(
+      "bench/floor.ts answers the same request with Deno.serve and raw PostgreSQL sockets, no " +
+        "driver: JSON.parse of the body, the same begin / role switch / query / commit prepared at " +
+        "connect and sent in one write, the row's JSON bytes copied into the response — nothing " +
+        "else (no validation, compilation, sessions, metrics or error mapping). Against a fresh " +
+        `one-worker svc, ${r.floor.rounds} alternating rounds × ${r.floor.duration_s} s per ` +
+        `concurrency; medians. Same answer: ${r.floor.verified ? "yes" : "**no**"}. CPU = the ` +
+        "process's CPU time per request; **CPU efficiency** = floor ÷ svc (1: as cheap as the " +
+        "floor). The machine is shared: figures move between runs.",
+      "",
+      "| conns | svc req/s | floor req/s | svc ÷ floor (req/s) | svc µs CPU/req | floor µs CPU/req | CPU efficiency |",
+      "|---:|---:|---:|---:|---:|---:|---:|",
+    );
+    for (const f of r.floor.rows) {
+      L.push(
+        `| ${f.connections} | ${rate(f.svc_rps)} | ${rate(f.floor_rps)} | ${f2(f.rps_ratio)} | ${
+          f0(f.svc_cpu_us)
+        } | ${f0(f.floor_cpu_us)} | ${f2(f.cpu_ratio)} |`,
+      );
+    }
+    L.push("");
+  }
 
   if (r.peer) {
     L.push(`## Peer: nested read against ${r.peer.name} (${r.peer.runtime})`, "");

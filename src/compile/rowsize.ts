@@ -1,7 +1,7 @@
 /**
  * The answer-row size cap (`pg.query.max_row_size`): a compiled read is wrapped so that PostgreSQL
- * itself refuses a row larger than the cap before sending it, so svc never buffers one (postgres.js
- * reads a whole DataRow message into memory). The refusal is a data error whose text carries a
+ * itself refuses a row larger than the cap before sending it, so svc never buffers one (the client
+ * reads a whole DataRow message into memory, src/pg/connection.ts). The refusal is a data error whose text carries a
  * marker; `rowTooLarge` recognises it and the HTTP layer answers 400 QUERY_RESULT_TOO_LARGE (or
  * ends a stream that already started with an error).
  */

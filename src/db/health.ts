@@ -2,25 +2,22 @@
  * Readiness probe: asks the database through a connection of its own (never the request pool, so
  * an exhausted pool cannot make an orchestrator kill a healthy process), bounded to 1 s.
  */
-import postgres from "postgres";
+import { Client } from "../pg/client.ts";
 
 /** How long a readiness check may take. */
 export const READY_TIMEOUT_MS = 1000;
 
 /** A dedicated one-connection client for health checks. */
 export class HealthProbe {
-  readonly #sql: postgres.Sql;
+  readonly #client: Client;
   #pending: Promise<boolean> | null = null;
 
   /** Opens (lazily) the probe's own connection. */
   constructor(uri: string) {
-    this.#sql = postgres(uri, {
-      max: 1,
-      onnotice: () => {},
-      connection: { application_name: "svc-health" },
-      idle_timeout: 30,
-      connect_timeout: 1,
-      backoff: () => 0.05,
+    this.#client = new Client(uri, {
+      applicationName: "svc-health",
+      connectTimeoutMs: READY_TIMEOUT_MS,
+      maxStatements: 0,
     });
   }
 
@@ -32,12 +29,15 @@ export class HealthProbe {
 
   async #check(): Promise<boolean> {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const q = this.#sql`select 1`;
+    const q = this.#client.query("select 1");
     const timeout = new Promise<false>((
       r,
     ) => (timer = setTimeout(() => r(false), READY_TIMEOUT_MS)));
     try {
-      return await Promise.race([q.then(() => true as const), timeout]);
+      const ok = await Promise.race([q.then(() => true as const), timeout]);
+      // A connection that did not answer in time is not trusted with the next check.
+      if (!ok) this.#client.reset();
+      return ok;
     } catch {
       return false;
     } finally {
@@ -48,6 +48,6 @@ export class HealthProbe {
 
   /** Closes the probe's connection. */
   close(): Promise<void> {
-    return this.#sql.end({ timeout: 1 });
+    return this.#client.close(1000);
   }
 }

@@ -2,7 +2,7 @@
  * Introspection: a handful of catalog queries (never one per object) on one short-lived
  * connection, turned into the Schema model and filtered through the blacklist.
  */
-import postgres from "postgres";
+import { Client } from "../pg/client.ts";
 import type {
   CastTarget,
   Column,
@@ -140,30 +140,27 @@ type Row = Record<string, unknown>;
 /** Introspects the database at `uri` into a Schema model, applying the blacklist. */
 export async function introspect(uri: string, blacklist = new Blacklist()): Promise<Schema> {
   const t0 = performance.now();
-  const sql = postgres(uri, {
-    max: 1,
-    onnotice: () => {},
-    connection: { application_name: "svc-introspect" },
-  });
+  const client = new Client(uri, { applicationName: "svc-introspect", maxStatements: 0 });
   try {
-    // All queries pipelined on the one connection inside a repeatable-read snapshot.
-    const [rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs] = await sql
-      .begin(
-        "isolation level repeatable read read only",
-        (tx) =>
-          Promise.all([
-            tx.unsafe(Q_RELATIONS),
-            tx.unsafe(Q_COLUMNS),
-            tx.unsafe(Q_CONSTRAINTS),
-            tx.unsafe(Q_FUNCTIONS),
-            tx.unsafe(Q_TYPES),
-            tx.unsafe(Q_ROLES),
-            tx.unsafe(Q_SCHEMAS),
-            tx.unsafe(Q_META),
-            tx.unsafe(Q_UNIQUE_INDEXES),
-            tx.unsafe(Q_TS_CONFIGS),
-          ]),
-      ) as unknown as Row[][];
+    // All queries in one batch (one round trip) inside a repeatable-read snapshot.
+    const results = await client.execute([
+      { sql: "begin isolation level repeatable read read only" },
+      ...[
+        Q_RELATIONS,
+        Q_COLUMNS,
+        Q_CONSTRAINTS,
+        Q_FUNCTIONS,
+        Q_TYPES,
+        Q_ROLES,
+        Q_SCHEMAS,
+        Q_META,
+        Q_UNIQUE_INDEXES,
+        Q_TS_CONFIGS,
+      ].map((sql) => ({ sql })),
+      { sql: "commit" },
+    ]);
+    const [rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs] = results
+      .slice(1, -1).map((r) => r.rows);
     const schema = buildSchema(
       { rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs },
       blacklist,
@@ -171,7 +168,7 @@ export async function introspect(uri: string, blacklist = new Blacklist()): Prom
     schema.durationMs = performance.now() - t0;
     return schema;
   } finally {
-    await sql.end({ timeout: 1 });
+    await client.close();
   }
 }
 

@@ -1,8 +1,8 @@
 /**
  * How many bind parameters one statement may carry. The wire protocol counts them in an unsigned
- * 16-bit field (65,535 at most), and postgres.js refuses 65,534 and more (inside a pipelined
- * transaction its refusal left the connection waiting for ever), so 65,533 is the most svc can
- * send; `pg.query.max_params` (default 10,000) lowers it. Every statement is checked here before
+ * 16-bit field (65,535 at most); svc keeps the limit it has always had, 65,533 (what its earlier
+ * driver could send), so that no deployment's accepted queries change; `pg.query.max_params`
+ * (default 10,000) lowers it. Every statement is checked here before
  * it is sent (src/db/pool.ts), and the read compiler checks the hard limit as it builds one.
  *
  * @module

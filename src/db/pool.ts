@@ -1,18 +1,20 @@
 /**
- * The request pool and per-request transactions. Every request runs on a reserved connection as
- * `begin; select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true) (also
- * statement_timeout and svc.request_id); …; commit`,
- * all pipelined, so a single read costs one round trip (DECISIONS.md §5). The role switch is its
- * own statement because privileges are checked per statement. postgres.js queries are lazy (sent
- * when first awaited), so every pipelined query is started with `.execute()` in protocol order.
+ * The request pool and per-request transactions, on svc's own PostgreSQL client (src/pg/).
+ * Every request runs on a leased connection as `begin; select set_config('role', $1, true),
+ * set_config('svc.jwt.claims', $2, true) (also statement_timeout and svc.request_id); …; commit`,
+ * all in one batch (one write, one Sync), so a single read costs one round trip (DECISIONS.md §5).
+ * The role switch is its own statement because privileges are checked per statement.
  */
-import net from "node:net";
-import postgres from "postgres";
+import { Connection } from "../pg/connection.ts";
+import { type ConnectConfig, resolveConfig } from "../pg/config.ts";
+import { PgConnectionError, PgError, PgSkippedError } from "../pg/errors.ts";
+import { JsonArraySink } from "../pg/json.ts";
+import type { Result, RowSink, Statement } from "../pg/connection.ts";
 import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../errors.ts";
-import { deadline } from "../util/deadline.ts";
 import { log } from "../log.ts";
 import { metrics } from "../metrics.ts";
+import { deadline } from "../util/deadline.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "./params.ts";
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */
@@ -35,71 +37,27 @@ export interface RequestRole {
   requestId?: string;
 }
 
-/** Sends the transaction's role, claims, statement timeout and request id (one statement). */
-function setRole(
-  conn: postgres.ReservedSql,
-  who: RequestRole,
-  statementTimeout: number,
-): Promise<unknown> {
-  return conn.unsafe(SET_ROLE, [
-    who.role,
-    JSON.stringify(who.claims),
-    String(statementTimeout),
-    who.requestId ?? "",
-  ], { prepare: true }).execute();
-}
-
-/**
- * Starts `begin` and the role switch on a reserved connection (sent now, in this order). Resolves
- * when both succeeded; a failed role switch becomes AUTH_ROLE_INVALID.
- */
-function prelude(
-  conn: postgres.ReservedSql,
-  who: RequestRole,
-  statementTimeout: number,
-): Promise<unknown> {
-  const begin = conn.unsafe("begin").execute();
-  const role = setRole(conn, who, statementTimeout);
-  const both = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
-  both.catch(() => {}); // awaited by the caller; never an unhandled rejection
-  return both;
-}
-
 const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +
   "set_config('statement_timeout', $3, true), set_config('svc.request_id', $4, true)";
 
-/**
- * Cancels a running query (PostgreSQL CancelRequest) when `signal` aborts. The listener is removed
- * once the query settles, so a long request's signal does not keep every finished query (and its
- * rows) alive. `settled` runs when the query settles (the lease's progress). Starts the query
- * (postgres.js queries are lazy): call it in protocol order.
- */
-function cancellable<Q extends { cancel(): unknown } & PromiseLike<unknown>>(
-  q: Q,
-  signal?: AbortSignal,
-  settled?: () => void,
-): Q {
-  if (signal) {
-    if (signal.aborted) q.cancel();
-    else {
-      const onAbort = () => q.cancel();
-      signal.addEventListener("abort", onAbort, { once: true });
-      const off = () => {
-        signal.removeEventListener("abort", onAbort);
-        settled?.();
-      };
-      q.then(off, off);
-      return q;
-    }
-  }
-  if (settled) q.then(settled, settled);
-  return q;
+const BEGIN: Statement = { sql: "begin" };
+const COMMIT: Statement = { sql: "commit" };
+const ROLLBACK: Statement = { sql: "rollback" };
+/** A SQL NULL row of a streamed read, as JSON. */
+const NULL_JSON = new TextEncoder().encode("null");
+
+/** The statement setting the transaction's role, claims, statement timeout and request id. */
+function setRole(who: RequestRole, statementTimeout: number): Statement {
+  return {
+    sql: SET_ROLE,
+    params: [who.role, JSON.stringify(who.claims), String(statementTimeout), who.requestId ?? ""],
+  };
 }
 
-/** A transaction on a reserved connection, with raw access for streaming. */
+/** A transaction on a leased connection. */
 export interface RequestTx extends Tx {
-  /** The reserved connection (for cursors and raw results). */
-  conn: postgres.ReservedSql;
+  /** The leased connection. */
+  conn: Connection;
   /**
    * Sends a statement whose result nobody waits for (a savepoint, its rollback): it is pipelined
    * ahead of whatever follows, and its failure fails the transaction at commit.
@@ -147,18 +105,40 @@ export interface PoolOptions {
   leaseGrace?: number;
   /** Most bind parameters one statement may carry (`pg.query.max_params`; default: the hard limit). */
   maxParams?: number;
+  /**
+   * Named prepared statements (`pg.prepared_statements`, default true); false: unnamed statements
+   * only, for PgBouncer in transaction mode (still one round trip per request).
+   */
+  preparedStatements?: boolean;
 }
 
 /** Default of `pg.lease_grace`, in seconds. */
 export const DEFAULT_LEASE_GRACE = 5;
 
-/** A reserved connection and the way to give it back. */
+/**
+ * Named prepared statements kept per pooled connection; beyond it the least recently used one is
+ * closed (see src/pg/connection.ts).
+ */
+export const MAX_STATEMENTS = 1000;
+
+// Times here are `Date.now()`: millisecond precision is enough, and it costs no runtime op
+// (`performance.now()` does, several times per request).
+
+/** A free connection unused this long is closed (the next request opens a new one). */
+const IDLE_CLOSE_MS = 60_000;
+
+/** Reconnect backoff after consecutive failed connects: 10 ms doubling, at most 250 ms. */
+function backoffMs(failures: number): number {
+  return failures === 0 ? 0 : Math.min(10 * 2 ** (failures - 1), 250);
+}
+
+/** A leased connection and the way to give it back. */
 interface Lease {
-  conn: postgres.ReservedSql;
+  conn: Connection;
   /**
-   * Gives the connection back. `ok`: the request ended its transaction normally, so the
-   * reservation may be kept for the next request; otherwise it is released (the next request
-   * reserves afresh, as after any failure). A no-op once the lease deadline closed it.
+   * Gives the connection back. `ok`: the request ended its transaction normally. Otherwise a
+   * transaction left open is rolled back (pipelined ahead of the next request). A no-op once the
+   * lease deadline closed the connection.
    */
   release(ok?: boolean): void;
   /**
@@ -166,80 +146,70 @@ interface Lease {
    * deadline runs from the last progress.
    */
   touch(): void;
+  /**
+   * Sends a CancelRequest for what the connection runs. The connection is closed when the lease
+   * ends (a cancel arriving late must not hit the next request's statement).
+   */
+  cancel(): void;
 }
 
 /** The lease a slot is under, as the lease deadline sees it. */
 interface Holder {
-  /** `performance.now()` of the lease or of its last progress. */
+  /** `Date.now()` of the lease or of its last progress. */
   activeAt: number;
   /** Set when the lease deadline closed the connection; the lease's release is then a no-op. */
   killed: boolean;
+  /** Set when a cancel was sent: the connection is not reused. */
+  cancelled: boolean;
   /** The request's `X-Request-Id` (for the log line). */
   requestId?: string;
 }
 
-/** One single-connection client of the pool and svc's reservation of its connection. */
+/** One connection place of the pool. */
 interface Slot {
-  client: postgres.Sql;
-  /** The client's open sockets (its connection, a cancel request in flight), to destroy them. */
-  sockets: Set<net.Socket>;
-  /** The lease the slot is under (null: free, or reserving for a request not yet granted). */
+  /** Its open connection (null: the next request connects). */
+  conn: Connection | null;
+  /** The lease the slot is under (null: free, or connecting for a request not yet granted). */
   holder: Holder | null;
-  /**
-   * The client's connection, still reserved from an earlier request (null: the next request
-   * reserves it). Dropped when the connection closes, when a request fails, and after
-   * {@link HOLD_IDLE_MS} unused (then postgres.js's own idle timeout applies).
-   */
-  held: postgres.ReservedSql | null;
-  /** When the slot last went back to the free list (`performance.now()`). */
+  /** Consecutive failed connects (for the backoff). */
+  failures: number;
+  /** `Date.now()` of the last failed connect. */
+  failedAt: number;
+  /** When the slot last went back to the free list (`Date.now()`). */
   freeAt: number;
 }
 
 /**
- * How long a free client keeps its connection reserved for the next request, in milliseconds.
- * Keeping it saves postgres.js's reserve/release (a new reserved `sql` function, queue moves and
- * an idle timer per request: measured ≈5% of svc's CPU per primary-key read).
- */
-const HOLD_IDLE_MS = 10_000;
-
-/**
- * Named prepared statements kept per pooled connection; statements of further new shapes run as
- * unnamed statements (parsed per execution) until the connection is replaced.
- */
-export const MAX_STATEMENTS = 1000;
-
-/**
- * The request pool: `size` single-connection postgres.js clients and a free list of them.
- * Requests queue here, never inside postgres.js: each client is reserved by at most one request at
- * a time, so postgres.js never queues a waiter of ours (its queue cannot drop one that gave up,
- * and its reconnect paths mishandle queued reservations), every wait is bounded and cancellable,
- * and a client whose connection died reconnects on its next use instead of being handed out dead.
- * A client's reservation outlives a successful request while the client stays busy (see
- * {@link Slot.held}); svc's own queue still hands it to one request at a time.
+ * The request pool: `size` connection slots and a free list of them. Requests queue here: every
+ * wait is bounded (`pg.pool_timeout`) and cancellable, each connection serves one request at a
+ * time, and a connection that died (socket error, server gone, protocol violation) fails
+ * everything it had pending at once and is discarded, never handed out again: the next request
+ * on its slot connects anew, after a short backoff when connects keep failing.
  *
  * Lease deadline: whatever the cause (a statement that never started, a network that stopped
  * answering, a client that stopped reading a streamed answer), no lease outlives
  * `statementTimeout` + `leaseGrace` without progress. Progress is a statement of the request
  * answered (PostgreSQL's statement timeout also runs per statement) or a streamed batch taken by
- * the client. Past it the connection's socket is destroyed (never handed out again), the slot gets
- * a fresh client, the request fails (503 PG_UNAVAILABLE), and the event is logged and counted
- * (`svc_pg_leases_killed_total`). A lease past `statementTimeout` alone is "overdue"
- * ({@link PoolStats.overdue}). With a statement timeout of 0 (statements may run for ever) there is
- * no deadline.
+ * the client. Past it the connection is destroyed (its pending statements fail, it is never
+ * handed out again), the request fails (503 PG_UNAVAILABLE), the slot serves the next request
+ * with a new connection, and the event is logged and counted (`svc_pg_leases_killed_total`). A
+ * lease past `statementTimeout` alone is "overdue" ({@link PoolStats.overdue}). With a statement
+ * timeout of 0 (statements may run for ever) there is no deadline.
  */
 export class Database {
-  readonly #uri: string;
+  readonly #config: ConnectConfig;
   readonly #slots: Slot[];
   readonly #free: Slot[];
   readonly #waiters: ((slot: Slot) => void)[] = [];
   readonly #poolTimeoutMs: number;
   readonly #connectTimeoutMs: number;
+  readonly #maxStatements: number;
   /** Milliseconds a lease may go without progress; 0: no deadline. */
   readonly #leaseDeadlineMs: number;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #watchdog: ReturnType<typeof setInterval> | undefined;
   #closing = false;
-  /** Set while {@link close} waits for every client to come back to the free list. */
+  /** Set while {@link close} waits for every slot to come back to the free list. */
   #allFree: (() => void) | null = null;
   /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
   readonly statementTimeout: number;
@@ -249,75 +219,30 @@ export class Database {
   /** Opens a lazy pool (`opts` or just its size); nothing connects before the first request. */
   constructor(uri: string, opts: PoolOptions | number) {
     const o = typeof opts === "number" ? { size: opts } : opts;
-    this.#uri = uri;
+    this.#config = resolveConfig(uri);
     this.#poolTimeoutMs = (o.poolTimeout ?? 5) * 1000;
     this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
+    this.#maxStatements = o.preparedStatements === false ? 0 : MAX_STATEMENTS;
     this.statementTimeout = o.statementTimeout ?? 0;
     this.maxParams = Math.min(o.maxParams ?? WIRE_MAX_PARAMS, WIRE_MAX_PARAMS);
     this.#leaseDeadlineMs = this.statementTimeout > 0
       ? this.statementTimeout + (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000
       : 0;
-    this.#slots = Array.from({ length: Math.max(1, o.size) }, () => {
-      const slot: Slot = {
-        client: null!,
-        sockets: new Set(),
-        holder: null,
-        held: null,
-        freeAt: 0,
-      };
-      this.#open(slot);
-      return slot;
-    });
+    this.#slots = Array.from({ length: Math.max(1, o.size) }, () => ({
+      conn: null,
+      holder: null,
+      failures: 0,
+      failedAt: 0,
+      freeAt: 0,
+    }));
     this.#free = [...this.#slots];
-  }
-
-  /**
-   * Gives `slot` a new single-connection client. Its sockets are made here (postgres.js's `socket`
-   * option, connected as postgres.js itself would) so that the lease deadline can destroy them.
-   */
-  #open(slot: Slot): void {
-    const sockets = new Set<net.Socket>();
-    let next = 0;
-    const socket = (o: { host: string[]; port: number[]; path?: string | false }) => {
-      const s = new net.Socket();
-      sockets.add(s);
-      s.once("close", () => sockets.delete(s));
-      if (o.path) s.connect(o.path);
-      else {
-        const i = next;
-        next = (next + 1) % o.port.length;
-        s.connect(o.port[i], o.host[i]);
-        Object.assign(s, { host: o.host[i], port: o.port[i] }); // for postgres.js's messages
-      }
-      return s;
-    };
-    const client: postgres.Sql = postgres(this.#uri, {
-      max: 1,
-      prepare: true,
-      // At most this many named prepared statements per connection (patches/postgres@3.4.9):
-      // each stays cached in svc and in the server session until the connection closes.
-      ...{ max_statements: MAX_STATEMENTS, socket },
-      onnotice: () => {},
-      // A closed connection ends its reservation (postgres.js fails the stale one's queries);
-      // a client the lease deadline replaced no longer speaks for the slot.
-      onclose: () => {
-        if (slot.client === client) slot.held = null;
-      },
-      connection: { application_name: "svc" },
-      idle_timeout: 60,
-      connect_timeout: this.#connectTimeoutMs / 1000,
-      // Reconnect at once when the database is back (the default backs off up to 20 s).
-      backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
-    });
-    slot.client = client;
-    slot.sockets = sockets;
   }
 
   /** Pool figures for health and metrics. */
   stats(): PoolStats {
     let overdue = 0;
     if (this.#leaseDeadlineMs > 0) {
-      const since = performance.now() - this.statementTimeout;
+      const since = Date.now() - this.statementTimeout;
       for (const slot of this.#slots) if (slot.holder && slot.holder.activeAt < since) overdue++;
     }
     return {
@@ -343,7 +268,7 @@ export class Database {
 
   /** Closes the connections of leases past the deadline. */
   #sweep(): void {
-    const now = performance.now();
+    const now = Date.now();
     let leased = 0;
     for (const slot of this.#slots) {
       const holder = slot.holder;
@@ -358,8 +283,8 @@ export class Database {
   }
 
   /**
-   * Ends a lease past the deadline: destroys its connection's sockets (postgres.js fails the
-   * request's queries), gives the slot a fresh client and hands it to the next request.
+   * Ends a lease past the deadline: destroys its connection (the request's pending statements
+   * fail at once) and hands the slot to the next request, which connects anew.
    */
   #kill(slot: Slot, holder: Holder, now: number): void {
     holder.killed = true;
@@ -374,20 +299,25 @@ export class Database {
         request_id: holder.requestId,
       },
     );
-    const old = slot.client;
-    const sockets = slot.sockets;
-    slot.held = null;
-    this.#open(slot);
-    for (const s of sockets) s.destroy();
-    old.end({ timeout: 0 }).catch(() => {});
+    const conn = slot.conn;
+    slot.conn = null;
+    conn?.destroy(
+      new PgConnectionError(
+        "CONNECTION_CLOSED",
+        "the connection made no progress within the lease deadline and was closed",
+      ),
+    );
     this.#give(slot);
   }
 
-  /** Takes a free client, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). */
+  /**
+   * Takes a free slot, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). The wait
+   * is a coarse shared deadline (src/util/deadline.ts), not a timer per waiting request.
+   */
   #take(signal?: AbortSignal): Promise<Slot> {
     return new Promise((resolve, reject) => {
       const done = () => {
-        clearTimeout(timer);
+        limit.clear();
         signal?.removeEventListener("abort", onAbort);
       };
       const grant = (slot: Slot) => {
@@ -402,131 +332,143 @@ export class Database {
       };
       const onAbort = () => giveUp(signal!.reason);
       const ms = this.#poolTimeoutMs;
-      const timer = setTimeout(() =>
+      const limit = deadline(ms, () =>
         giveUp(
           new SvcError(
             "PG_POOL_EXHAUSTED",
             `no database connection became free within ${ms / 1000} s`,
           ),
-        ), ms);
+        ));
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#waiters.push(grant);
     });
   }
 
-  /** Returns a client to the longest waiter, or to the free list. */
+  /** Returns a slot to the longest waiter, or to the free list. */
   #give(slot: Slot): void {
     const next = this.#waiters.shift();
     if (next) return next(slot);
     this.#free.push(slot);
     if (this.#free.length === this.#slots.length) this.#allFree?.();
-    if (slot.held) {
-      slot.freeAt = performance.now();
-      if (this.#idleTimer === undefined) this.#scheduleIdle(HOLD_IDLE_MS);
+    if (slot.conn) {
+      slot.freeAt = Date.now();
+      if (this.#idleTimer === undefined && !this.#closing) this.#scheduleIdle(IDLE_CLOSE_MS);
     }
   }
 
-  /** Releases, in a while, the reservations of clients left unused for {@link HOLD_IDLE_MS}. */
+  /** Closes, in a while, the connections of slots left unused for {@link IDLE_CLOSE_MS}. */
   #scheduleIdle(ms: number): void {
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
-      const now = performance.now();
+      const now = Date.now();
       let next = Infinity;
       for (const slot of this.#free) {
-        if (!slot.held) continue;
-        const left = slot.freeAt + HOLD_IDLE_MS - now;
-        if (left <= 0) this.#drop(slot);
-        else next = Math.min(next, left);
+        if (!slot.conn) continue;
+        const left = slot.freeAt + IDLE_CLOSE_MS - now;
+        if (left <= 0) {
+          const c = slot.conn;
+          slot.conn = null;
+          void c.close();
+        } else next = Math.min(next, left);
       }
       if (next !== Infinity) this.#scheduleIdle(next);
     }, ms);
     Deno.unrefTimer(this.#idleTimer);
   }
 
-  /** Ends a slot's reservation (the connection goes back to postgres.js's own pool). */
-  #drop(slot: Slot): void {
-    const held = slot.held;
-    slot.held = null;
-    held?.release();
-  }
-
-  /** A lease of a slot whose connection is reserved as `conn`. */
-  #lease(slot: Slot, conn: postgres.ReservedSql, requestId?: string): Lease {
-    const holder: Holder = { activeAt: performance.now(), killed: false, requestId };
+  /** A lease of `slot` whose connection is `conn`. */
+  #lease(slot: Slot, conn: Connection, requestId?: string): Lease {
+    const holder: Holder = {
+      activeAt: Date.now(),
+      killed: false,
+      cancelled: false,
+      requestId,
+    };
     slot.holder = holder;
     if (this.#watchdog === undefined) this.#watch();
     let released = false;
     return {
       conn,
-      touch: () => (holder.activeAt = performance.now()),
+      touch: () => (holder.activeAt = Date.now()),
+      cancel: () => {
+        holder.cancelled = true;
+        conn.cancel().catch(() => {});
+      },
       release: (ok?: boolean) => {
         if (released) return;
         released = true;
         if (holder.killed) return; // closed by the lease deadline; the slot is in use again
         slot.holder = null;
-        // Kept only while it is still this connection's reservation (a close clears `held`).
-        if (ok && slot.held === conn && !this.#closing) return this.#give(slot);
-        if (slot.held === conn) slot.held = null;
-        conn.release();
+        if (conn.error || holder.cancelled || this.#closing) {
+          // Dead, or a cancel may still be on its way: never handed out again.
+          if (slot.conn === conn) slot.conn = null;
+          if (!conn.error) void conn.close();
+        } else if (!ok || conn.txStatus !== "I") {
+          // Whatever the request left open is rolled back ahead of the next request's batch.
+          conn.execute([ROLLBACK]).catch(() => {});
+        }
         this.#give(slot);
       },
     };
   }
 
   /**
-   * Reserves a connection: waits at most `pg.pool_timeout` for a free one (503
-   * PG_POOL_EXHAUSTED), then at most `pg.connect_timeout` for it to be connected (503
-   * PG_UNAVAILABLE). A connection that arrives after its request gave up goes straight back.
-   * A free client whose connection is still reserved is handed out at once.
+   * Leases a connection: waits at most `pg.pool_timeout` for a free slot (503
+   * PG_POOL_EXHAUSTED), then, when the slot has no live connection, at most `pg.connect_timeout`
+   * for a new one (503 PG_UNAVAILABLE).
    */
   async acquire(signal?: AbortSignal, requestId?: string): Promise<Lease> {
-    const free = this.#free.pop();
-    if (free?.held) return this.#lease(free, free.held, requestId);
-    const slot = free ?? await this.#take(signal);
-    if (slot.held) return this.#lease(slot, slot.held, requestId);
-    const client = slot.client;
-    const reserving = client.reserve();
-    const ms = this.#connectTimeoutMs;
-    let late: ((e: unknown) => void) | undefined;
-    // The connect timeout is a coarse shared deadline (src/util/deadline.ts), not a timer and a
-    // promise race per request.
-    const limit = deadline(
-      ms,
-      () =>
-        late?.(new SvcError("PG_UNAVAILABLE", `the database did not answer within ${ms / 1000} s`)),
-    );
+    if (this.#closing) {
+      throw new PgConnectionError("CONNECTION_ENDED", "the pool is closing");
+    }
+    const slot = this.#free.pop() ?? await this.#take(signal);
+    const live = slot.conn;
+    if (live && !live.error) return this.#lease(slot, live, requestId);
+    slot.conn = null;
     try {
-      const conn = await new Promise<postgres.ReservedSql>((resolve, reject) => {
-        late = reject;
-        reserving.then(resolve, reject);
+      const wait = slot.failedAt + backoffMs(slot.failures) - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (signal?.aborted) throw signal.reason;
+      const conn = await Connection.connect(this.#config, {
+        connectTimeoutMs: this.#connectTimeoutMs,
+        maxStatements: this.#maxStatements,
+        applicationName: this.#config.applicationName ?? "svc",
+        signal,
       });
-      slot.held = conn;
+      slot.failures = 0;
+      slot.conn = conn;
       return this.#lease(slot, conn, requestId);
     } catch (e) {
-      // The client is free again only once its pending reservation settles (never two at once).
-      reserving.then((c) => {
-        c.release();
-        this.#give(slot);
-      }, () => this.#give(slot));
+      slot.failures++;
+      slot.failedAt = Date.now();
+      this.#give(slot);
+      if (e instanceof PgConnectionError && e.code === "CONNECT_TIMEOUT") {
+        const s = this.#connectTimeoutMs / 1000;
+        throw new SvcError("PG_UNAVAILABLE", `the database did not answer within ${s} s`);
+      }
       throw e;
-    } finally {
-      limit.clear();
     }
   }
 
   /**
-   * Runs `body` in a transaction as `who`. `begin` and the role switch are pipelined ahead of the
-   * body's first statement; `commit` follows the body.
+   * Runs `body` in a transaction as `who`. `begin` and the role switch go out with the body's
+   * first statements (one batch: the statements issued in the same tick share a write and a
+   * Sync); `commit` follows the body.
    */
   async transaction<T>(who: RequestRole, body: (tx: RequestTx) => Promise<T>): Promise<T> {
     const lease = await this.acquire(who.signal, who.requestId);
     const conn = lease.conn;
     const touch = lease.touch;
     const sent: Promise<unknown>[] = [];
+    let portals = 0;
+    const signal = who.signal;
+    const onAbort = () => lease.cancel();
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
     const tx: RequestTx = {
       conn,
       send(sql) {
-        const q = conn.unsafe(sql).execute();
+        const q = conn.query({ sql });
         q.then(touch, touch); // failures are reported through `sent` below
         sent.push(q);
       },
@@ -534,34 +476,38 @@ export class Database {
         // Too many bind parameters: refused before the statement is sent.
         const tooMany = this.paramsError(params);
         if (tooMany) return Promise.reject(tooMany);
-        return cancellable(
-          conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], {
-            prepare: opts?.prepare ?? true,
-          }),
-          who.signal,
-          touch,
-        ) as unknown as Promise<Row[]>;
+        const q = conn.query({ sql, params, prepare: opts?.prepare ?? true });
+        q.then(touch, touch);
+        return q.then(withCount);
       },
-      rows: (sql, params, batch, each) => {
+      rows: async (sql, params, batch, each) => {
         const tooMany = this.paramsError(params);
-        if (tooMany) return Promise.reject(tooMany);
-        return cancellable(
-          conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
-            .cursor(batch, (rows: Uint8Array[][]) => {
-              touch(); // a batch of rows came: the lease makes progress
-              // postgres.js awaits this for every batch but the last: a failure of the last must
-              // not go unhandled (the caller learns of it from its own next write).
-              const done = Promise.resolve(each(rows.map((r) => r[0])));
-              done.catch(() => {});
-              return done;
-            }) as unknown as Promise<void> & { cancel(): unknown },
-          who.signal,
-          touch,
-        );
+        if (tooMany) throw tooMany;
+        // A named portal with a row limit: it survives the transaction's other statements (which
+        // use the unnamed one) between fetches, and ends with the transaction.
+        const portal = `svc_rows${++portals}`;
+        let got: Uint8Array[] = [];
+        const sink: RowSink = {
+          row: (buf, start, end) => got.push(end < start ? NULL_JSON : buf.slice(start, end)),
+        };
+        let r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
+        touch(); // a batch of rows came: the lease makes progress
+        for (;;) {
+          if (got.length) {
+            const rows = got;
+            got = [];
+            await each(rows); // back-pressure: the next batch is asked for once these are taken
+          }
+          if (!r.suspended) return;
+          r = await conn.fetch(portal, batch, { sink });
+          touch();
+        }
       },
     };
-    const started = prelude(conn, who, this.statementTimeout);
-    started.then(touch, touch);
+    const begin = conn.query(BEGIN);
+    const role = conn.query(setRole(who, this.statementTimeout));
+    const started = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
+    started.then(touch, () => {});
     let ok = false;
     try {
       let result: T;
@@ -572,9 +518,9 @@ export class Database {
         // failed after it.
         await started;
         const failed = (await Promise.allSettled(sent)).find((x) =>
-          x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02"
+          x.status === "rejected" && !isFollowUp(x.reason)
         ) as PromiseRejectedResult | undefined;
-        throw failed ? failed.reason : e;
+        throw failed ? failed.reason : rootCause(e);
       }
       await started;
       // A request cancelled (client gone, drain) while its last statement ran never commits.
@@ -583,21 +529,29 @@ export class Database {
           status: 504,
         });
       }
-      const commit = conn.unsafe("commit").execute();
-      await Promise.all([...sent, commit]);
+      const commit = conn.query(COMMIT);
+      const [done] = await Promise.all([commit, ...sent]);
+      if (done.command === "ROLLBACK") {
+        // The body went on after a failure it caught: the transaction was not committed.
+        throw new PgError({
+          code: "25P02",
+          message: "the transaction was rolled back: one of its statements had failed",
+        });
+      }
       ok = true;
       return result;
     } finally {
-      if (!ok) await conn.unsafe("rollback").catch(() => {});
+      signal?.removeEventListener("abort", onAbort);
       lease.release(ok);
     }
   }
 
   /**
-   * Runs `statements` in one transaction as `who`, pipelined with begin, the role switch and
-   * commit: one round trip. A failure makes the commit a rollback (PostgreSQL ends a failed
-   * transaction on COMMIT); the first failure that is not a 25P02 follow-up is thrown. With
-   * `end: "rollback"` the transaction is rolled back instead (a request asking for rollback).
+   * Runs `statements` in one transaction as `who`, in one batch with begin, the role switch and
+   * commit: one write, one round trip. A failure skips the rest (PostgreSQL) and is thrown with
+   * `statementIndex` (the failing statement, -1 for the prelude or the end); the transaction is
+   * rolled back. With `end: "rollback"` the transaction is rolled back instead of committed (a
+   * request asking for rollback).
    */
   async pipeline(
     who: RequestRole,
@@ -610,60 +564,43 @@ export class Database {
       if (tooMany) throw tooMany;
     }
     const lease = await this.acquire(who.signal, who.requestId);
+    const batch: Statement[] = [BEGIN, setRole(who, this.statementTimeout)];
+    for (const s of statements) batch.push({ sql: s.sql, params: s.params });
     const conn = lease.conn;
-    const touch = lease.touch;
-    let ok = false;
-    // The closing commit/rollback went through: the transaction is over even when a statement
-    // failed (PostgreSQL answers the commit of a failed transaction with ROLLBACK), so no
-    // separate rollback (a second round trip before the error is answered) is needed.
-    let ended = false;
-    try {
-      const started = prelude(conn, who, this.statementTimeout);
-      started.then(touch, touch);
-      const qs = statements.map((s) =>
-        cancellable(
-          conn.unsafe(s.sql, s.params as postgres.ParameterOrJSON<never>[], { prepare: true }),
-          who.signal,
-          touch,
-        ).execute()
-      );
-      const commit = conn.unsafe(end).execute();
-      const settled = await Promise.allSettled([started, ...qs, commit]);
-      ended = settled[settled.length - 1].status === "fulfilled";
-      // The first failure that is not a 25P02 follow-up; `statementIndex` says which statement
-      // (-1: the prelude or the commit), for callers that map a statement's failure.
-      const isRoot = (x: PromiseSettledResult<unknown>) =>
-        x.status === "rejected" && (x.reason as { code?: string }).code !== "25P02";
-      let at = settled.findIndex(isRoot);
-      if (at < 0) at = settled.findIndex((x) => x.status === "rejected");
-      if (at >= 0) {
-        const reason = (settled[at] as PromiseRejectedResult).reason;
-        if (reason !== null && typeof reason === "object") {
-          (reason as { statementIndex?: number }).statementIndex =
-            at >= 1 && at <= statements.length ? at - 1 : -1;
-        }
-        throw reason;
-      }
-      ok = true;
-      return settled.slice(1, -1).map((x) => (x as PromiseFulfilledResult<Row[]>).value);
-    } finally {
-      if (!ok && !ended) await conn.unsafe("rollback").catch(() => {});
-      lease.release(ok);
-    }
+    const signal = who.signal;
+    const onAbort = () => lease.cancel();
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+    // The end is a batch of its own (its own Sync) in the same write: after a failed statement it
+    // still runs and ends the transaction (PostgreSQL answers the commit of a failed transaction
+    // with ROLLBACK), so no separate rollback follows the error — one round trip either way.
+    const [body, closing] = conn.corked(() => [
+      conn.execute(batch),
+      conn.execute([end === "commit" ? COMMIT : ROLLBACK]),
+    ]);
+    const [ran, ended] = await Promise.allSettled([body, closing]);
+    signal?.removeEventListener("abort", onAbort);
+    const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
+    // Over either way once the end went through: nothing left to roll back.
+    lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
+    if (ran.status === "rejected") throw statementError(ran.reason, statements.length);
+    if (ended.status === "rejected") throw statementError(ended.reason, -1);
+    const results = ran.value;
+    const out: Row[][] = new Array(statements.length);
+    for (let i = 0; i < statements.length; i++) out[i] = withCount(results[i + 2]);
+    return out;
   }
 
-  /** Closes the pool, waiting up to `timeout` seconds for queries in flight. */
+  /**
+   * Closes the pool: waits up to `timeout` seconds for every lease to end (a read's commit sent
+   * after its answer, a streamed answer), then closes the connections.
+   */
   async close(timeout = 5): Promise<void> {
     this.#closing = true;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
     clearInterval(this.#watchdog);
     this.#watchdog = undefined;
-    // A reserved connection holds postgres.js's `end` until its timeout, even when it is given
-    // back meanwhile: end only once every client is back (a read's commit sent after its answer,
-    // a streamed answer), within the same timeout.
-    for (const slot of this.#free) this.#drop(slot);
-    const t0 = performance.now();
     if (this.#free.length < this.#slots.length) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([
@@ -673,135 +610,82 @@ export class Database {
       clearTimeout(timer);
       this.#allFree = null;
     }
-    const left = Math.max(0, timeout - (performance.now() - t0) / 1000);
-    await Promise.all(this.#slots.map((s) => s.client.end({ timeout: left })));
+    await Promise.all(this.#slots.map(async (s) => {
+      const c = s.conn;
+      s.conn = null;
+      if (c) await c.close(100).catch(() => {});
+    }));
   }
 }
 
-const OPEN = new TextEncoder().encode("[");
-const COMMA = new TextEncoder().encode(",");
-const CLOSE = new TextEncoder().encode("]");
-
-/**
- * Small answers are carved from 8 KiB slabs, as Node's Buffer pool does: an ArrayBuffer costs
- * 1–2 µs in Deno whatever its size. An answer is never written to once handed out.
- */
-const SLAB = 8192;
-let slab = new Uint8Array(0);
-let slabAt = 0;
-
-function alloc(n: number): Uint8Array {
-  if (n > SLAB / 4) return new Uint8Array(n);
-  if (slab.length - slabAt < n) {
-    slab = new Uint8Array(SLAB);
-    slabAt = 0;
-  }
-  return slab.subarray(slabAt, slabAt += n);
+/** A result's rows carrying the command's row count as `count` (see {@link Tx.query}). */
+function withCount(r: Result): Row[] {
+  const rows = Object.isFrozen(r.rows) ? [] : r.rows;
+  return Object.assign(rows, { count: r.rowCount });
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = alloc(n);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
+/** Whether `e` only follows an earlier failure (skipped, or sent into a failed transaction). */
+function isFollowUp(e: unknown): boolean {
+  return e instanceof PgSkippedError || (e as { code?: string } | null)?.code === "25P02";
 }
 
-/** Joins raw JSON row texts into one JSON array text. */
-export function jsonArray(rows: Uint8Array[]): Uint8Array {
-  const parts: Uint8Array[] = [OPEN];
-  rows.forEach((r, i) => {
-    if (i) parts.push(COMMA);
-    parts.push(r);
-  });
-  parts.push(CLOSE);
-  return concat(parts);
+/** The failure a skipped statement's error stands for. */
+function rootCause(e: unknown): unknown {
+  return e instanceof PgSkippedError ? e.failure : e;
 }
 
 /**
- * A read known to fit one batch (limit or unique key): begin, role switch, query and commit sent
- * in one burst, one round trip. Each is awaited in protocol order (all settle before an error is
- * thrown; the first failure is the root cause), with one cancel listener for the query: fewer
- * promises than Promise.all/allSettled over them, on the hottest path.
+ * Runs a request's batch (`begin`, role switch, `n` statements, then the end) on its lease with
+ * the request's cancel, and releases the lease. Rejects with the failure: a failed role switch
+ * becomes AUTH_ROLE_INVALID; a statement's failure carries `statementIndex` (-1: prelude or end).
  */
-async function smallRead(
-  db: Database,
+async function run(
   lease: Lease,
-  who: RequestRole,
-  sql: string,
-  params: unknown[],
-): Promise<Uint8Array> {
-  const conn = lease.conn;
-  const begin = conn.unsafe("begin").execute();
-  const role = setRole(conn, who, db.statementTimeout);
-  const q = conn.unsafe(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw()
-    .execute();
-  const commit = conn.unsafe("commit").execute();
-  const signal = who.signal;
-  let onAbort: (() => void) | undefined;
+  batch: Statement[],
+  signal: AbortSignal | undefined,
+  n: number,
+): Promise<Result[]> {
+  const onAbort = () => lease.cancel();
   if (signal) {
-    if (signal.aborted) q.cancel();
-    else {
-      onAbort = () => q.cancel();
-      signal.addEventListener("abort", onAbort, { once: true });
-    }
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
   }
-  let failure: { error: unknown } | undefined;
-  let rows: Uint8Array[][] = [];
+  let ok = false;
   try {
-    try {
-      await begin;
-    } catch (e) {
-      failure = { error: e };
-    }
-    lease.touch();
-    try {
-      await role;
-    } catch (e) {
-      failure ??= { error: roleError(e) };
-    }
-    lease.touch();
-    try {
-      rows = await q as unknown as Uint8Array[][];
-    } catch (e) {
-      failure ??= { error: e };
-    }
-    lease.touch();
-    try {
-      await commit;
-    } catch (e) {
-      failure ??= { error: e };
-    }
+    const results = await lease.conn.execute(batch);
+    ok = true;
+    return results;
+  } catch (e) {
+    throw statementError(e, n);
   } finally {
-    if (onAbort) signal!.removeEventListener("abort", onAbort);
-    lease.release(failure === undefined);
+    if (signal) signal.removeEventListener("abort", onAbort);
+    lease.release(ok);
   }
-  if (failure) throw failure.error;
-  const parts: Uint8Array[] = [OPEN];
-  for (let i = 0; i < rows.length; i++) {
-    if (i) parts.push(COMMA);
-    parts.push(rows[i][0]);
+}
+
+/** Maps a batch failure: role switch → AUTH_ROLE_INVALID; `statementIndex` of the request's. */
+function statementError(e: unknown, n: number): unknown {
+  if (e instanceof PgError) {
+    const at = e.statementIndex ?? -1;
+    if (at === 1) return roleError(e);
+    e.statementIndex = at >= 2 && at < 2 + n ? at - 2 : -1;
   }
-  parts.push(CLOSE);
-  return concat(parts);
+  return e;
 }
 
 /** Rows fetched per round trip of a read; a first batch smaller than this ends the read. */
 export const FETCH_BATCH = 1000;
 
 /**
- * Runs a read whose rows are JSON texts (first column) and answers a JSON array.
- * - Known to fit one batch (`opts.small`): begin, role switch, query and commit pipelined, one
+ * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
+ * go from the connection's receive buffer into the answer, never becoming strings.
+ * - Known to fit one batch (`opts.small`): begin, role switch, query and commit in one batch, one
  *   round trip.
- * - Otherwise: begin, role switch, `DECLARE` of a cursor over the query and `FETCH <batch>`
- *   pipelined, one round trip. A short first batch completes the read: its bytes are returned at
- *   once and the commit follows off the response's critical path. A full one returns a stream
- *   that continues through a protocol cursor over `FETCH ALL`, each batch written only when the
- *   client has taken the previous ones (backpressure), so memory stays flat.
+ * - Otherwise: begin, role switch and the query's first `batch` rows (a portal with a row limit)
+ *   in one batch, one round trip. A first part that completes the query is returned at once and
+ *   the commit follows off the response's critical path. Otherwise the answer is a stream that
+ *   asks the portal for the next `batch` rows only when the client has taken the earlier ones
+ *   (back-pressure), so memory stays flat.
  * Errors before the first row reject, so the caller can still answer with an error status.
  */
 export async function readJson(
@@ -816,74 +700,87 @@ export async function readJson(
   const tooMany = db.paramsError(params);
   if (tooMany) throw tooMany;
   const lease = await db.acquire(who.signal, who.requestId);
-
+  const sink = new JsonArraySink();
+  if (opts.small) {
+    try {
+      await run(
+        lease,
+        [BEGIN, setRole(who, db.statementTimeout), { sql, params, sink }, COMMIT],
+        who.signal,
+        1,
+      );
+      return sink.take(true);
+    } finally {
+      sink.release();
+    }
+  }
   const conn = lease.conn;
-  if (opts.small) return await smallRead(db, lease, who, sql, params);
-  const started = prelude(conn, who, db.statementTimeout);
-  started.then(lease.touch, lease.touch);
-  const declare = cancellable(
-    conn.unsafe(
-      `declare svc_read no scroll cursor for ${sql}`,
-      params as postgres.ParameterOrJSON<never>[],
-      {
-        prepare: true,
-      },
-    ),
-    who.signal,
-    lease.touch,
-  ).execute();
-  const first = cancellable(
-    conn.unsafe(`fetch ${batch} from svc_read`, [], { prepare: true }).raw(),
-    who.signal,
-    lease.touch,
-  ).execute() as unknown as Promise<Uint8Array[][]>;
-  let done = false;
-  const finish = async (ok: boolean) => {
-    if (done) return;
-    done = true;
-    const ended = await conn.unsafe(ok ? "commit" : "rollback").then(() => true, () => false);
-    lease.release(ok && ended);
+  const signal = who.signal;
+  const onAbort = () => lease.cancel();
+  if (signal) {
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  }
+  let ended = false;
+  let streaming = false;
+  /** Ends the transaction (commit when `ok`) and gives the connection back. */
+  const finish = (ok: boolean) => {
+    if (ended) return;
+    ended = true;
+    signal?.removeEventListener("abort", onAbort);
+    // A streamed answer's sink may still be written by a fetch in flight: left to the GC.
+    if (!streaming) sink.release();
+    if (!ok || conn.error) return lease.release(false);
+    conn.execute([COMMIT]).then(() => lease.release(true), () => lease.release(false));
   };
-  const settled = await Promise.allSettled([started, declare, first]);
-  const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
-  if (failed) {
-    await finish(false);
-    throw failed.reason;
+  let first: Result;
+  try {
+    [, , first] = await conn.execute([
+      BEGIN,
+      setRole(who, db.statementTimeout),
+      { sql, params, sink, maxRows: batch },
+    ]);
+    lease.touch();
+  } catch (e) {
+    finish(false);
+    throw statementError(e, 1);
   }
-  const rows = (settled[2] as PromiseFulfilledResult<Uint8Array[][]>).value;
-  if (rows.length < batch) {
-    void finish(true);
-    return jsonArray(rows.map((r) => r[0]));
+  if (!first.suspended) {
+    const out = sink.take(true);
+    finish(true);
+    return out;
   }
-  // More rows: stream the rest of the cursor through a protocol-level cursor over
-  // `FETCH ALL`, batch by batch, each batch written only when the client has taken the previous
-  // ones (backpressure through the stream's small queue).
-  const ts = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: 4 }, {
-    highWaterMark: 4,
-  });
-  const writer = ts.writable.getWriter();
-  const head: Uint8Array[] = [];
-  rows.forEach((r, i) => head.push(i === 0 ? OPEN : COMMA, r[0]));
-  void writer.write(concat(head)).catch(() => {});
-  const rest = conn.unsafe("fetch all from svc_read", [], { prepare: true }).raw()
-    .cursor(batch, async (more: Uint8Array[][]) => {
-      const parts: Uint8Array[] = [];
-      for (const r of more) parts.push(COMMA, r[0]);
-      await writer.write(concat(parts));
-      // Progress: a batch came and the client took the earlier ones. A client that stops reading
-      // holds the lease only until the lease deadline (see Database).
-      lease.touch();
-    }) as unknown as Promise<unknown> & { cancel(): unknown };
-  cancellable(rest, who.signal).then(
-    async () => {
-      await finish(true);
-      await writer.write(CLOSE);
-      await writer.close();
+  const head = sink.take(false);
+  streaming = true;
+  let sentHead = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!sentHead) {
+        sentHead = true;
+        controller.enqueue(head);
+        return;
+      }
+      try {
+        const more = await conn.fetch("", batch, { sink });
+        // Progress: a batch came and the client took the earlier ones. A client that stops
+        // reading holds the lease only until the lease deadline (see Database).
+        lease.touch();
+        if (ended) return; // cancelled meanwhile
+        const done = !more.suspended;
+        controller.enqueue(sink.take(done));
+        if (done) {
+          finish(true);
+          controller.close();
+        }
+      } catch (e) {
+        if (ended) return;
+        finish(false);
+        controller.error(e);
+      }
     },
-    async (e) => {
-      await finish(false);
-      await writer.abort(e).catch(() => {});
+    cancel() {
+      // The client went away: the open portal and transaction are rolled back.
+      finish(false);
     },
-  ).catch(() => {});
-  return ts.readable;
+  }, { highWaterMark: 1 });
 }

@@ -8,6 +8,9 @@ export type Row = Record<string, unknown>;
 
 /** An open transaction. */
 export interface Tx {
-  /** Runs one parameterized statement (prepared when `prepare` is not false) and returns its rows. */
+  /**
+   * Runs one parameterized statement (prepared when `prepare` is not false) and returns its rows;
+   * the array's `count` is the command's row count (rows inserted, updated or deleted).
+   */
   query(sql: string, params: unknown[], opts?: { prepare?: boolean }): Promise<Row[]>;
 }

@@ -47,6 +47,7 @@ const CONNECTION_CODES = new Set([
   "08006",
   "08001",
   "08004",
+  "08P01",
 ]);
 
 function isPgError(e: unknown): e is PgLike & Error {

@@ -7,7 +7,7 @@
  * never creates the table: `svc --print-setup-sql --sso.store=<table>` prints it (docs/sso.md,
  * "Replay protection").
  */
-import postgres from "postgres";
+import { Client } from "../pg/client.ts";
 import { type Config, connectionString, storeTable } from "../config/load.ts";
 import { log } from "../log.ts";
 import { type OnceStore, storeFull } from "../util/once.ts";
@@ -30,7 +30,7 @@ async function storedKey(key: string): Promise<string> {
 
 /** The PostgreSQL-backed {@link OnceStore}. */
 export class PgOnce implements OnceStore {
-  readonly #sql: postgres.Sql;
+  readonly #sql: Client;
   readonly #table: string;
   readonly #claim: string;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -41,14 +41,10 @@ export class PgOnce implements OnceStore {
     this.#table = storeTable(table);
     this.#claim = `insert into ${this.#table} (ns, key, expires_at) values ($1, $2, $3) ` +
       "on conflict (ns, key) do nothing returning true as ok";
-    this.#sql = postgres(uri, {
-      max: 1,
-      prepare: true,
-      onnotice: () => {},
-      idle_timeout: 60,
-      connect_timeout: connectTimeout,
-      connection: { application_name: "svc sso store" },
-      backoff: (retries: number) => Math.min(0.01 * 2 ** retries, 0.25),
+    // One connection, opened on first use and again after it died.
+    this.#sql = new Client(uri, {
+      connectTimeoutMs: connectTimeout * 1000,
+      applicationName: "svc sso store",
     });
   }
 
@@ -56,7 +52,7 @@ export class PgOnce implements OnceStore {
   async claim(ns: string, key: string, expiresAt: number): Promise<boolean> {
     const until = Number.isFinite(expiresAt) ? expiresAt : Date.now() + 3600_000;
     try {
-      const rows = await this.#sql.unsafe(this.#claim, [
+      const rows = await this.#sql.query(this.#claim, [
         ns,
         await storedKey(key),
         new Date(until).toISOString(),
@@ -73,10 +69,10 @@ export class PgOnce implements OnceStore {
 
   /** Deletes rows expired (for a few minutes); returns how many. */
   async purge(): Promise<number> {
-    const rows = await this.#sql.unsafe(
-      `delete from ${this.#table} where expires_at < now() - interval '${PURGE_GRACE}'`,
-    );
-    return rows.count;
+    const [r] = await this.#sql.execute([{
+      sql: `delete from ${this.#table} where expires_at < now() - interval '${PURGE_GRACE}'`,
+    }]);
+    return r.rowCount;
   }
 
   /** Checks the table now, then purges expired rows every `everyMs` in the background. */
@@ -104,7 +100,7 @@ export class PgOnce implements OnceStore {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await this.#sql.end({ timeout: 5 });
+    await this.#sql.close(5000);
   }
 }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL, rowsOf } from "./fixture.ts";
 import { type ParseOptions, parseQuery } from "../../src/compile/parse.ts";
@@ -382,7 +382,7 @@ Deno.test("QUERY_DISTINCT_ON_NOT_PREFIX", () => {
 });
 
 Deno.test("named arguments pick an overload; rootKeys with an unknown column is an INTERNAL SvcError", async () => {
-  const sql = postgres(uri, { onnotice: () => {} });
+  const sql = sqlClient(uri);
   try {
     const n = parseQuery(schema, { function: "pick", arguments: { a: 21 } }, { maxDepth: 6 });
     assert.deepEqual(await rowsOf(sql, compileRead(n).rows), [{ pick: 42 }]);

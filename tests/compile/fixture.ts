@@ -2,7 +2,7 @@
  * Shared fixture of the compiler tests: Chinook plus an enum, composite types, a document table
  * with a stored generated tsvector, computed fields, set-returning functions and a wide table.
  */
-import type postgres from "postgres";
+import type { Sql } from "../helpers/sql.ts";
 import type { Statement } from "../../src/compile/ast.ts";
 
 /** Extra SQL run after Chinook. */
@@ -51,7 +51,7 @@ insert into wide (id) values (1), (2);
 `;
 
 /** Runs a compiled statement and returns the parsed `j` values. */
-export async function rowsOf(sql: postgres.Sql, stmt: Statement): Promise<unknown[]> {
+export async function rowsOf(sql: Sql, stmt: Statement): Promise<unknown[]> {
   const rows = await sql.unsafe(stmt.sql, stmt.params as never[]);
   return rows.map((r) => r.j);
 }

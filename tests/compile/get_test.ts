@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL, rowsOf } from "./fixture.ts";
 import { parseGetQuery, parseWhere } from "../../src/compile/get.ts";
@@ -9,7 +9,7 @@ import { SvcError } from "../../src/errors.ts";
 
 const uri = await chinookDb("gets", FIXTURE_SQL);
 const schema = await schemaOf(uri);
-const sql = postgres(uri, { onnotice: () => {}, max: 2 });
+const sql = sqlClient(uri);
 
 /** Asserts GET `qs` decodes to `post`, compiles to the same SQL and returns the same rows. */
 async function same(qs: string, post: Record<string, unknown>): Promise<unknown[]> {

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL } from "./fixture.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
@@ -17,7 +17,7 @@ import type { Column, Relation } from "../../src/db/schema.ts";
 
 const uri = await chinookDb("props", FIXTURE_SQL);
 const schema = await schemaOf(uri);
-const sql = postgres(uri, { onnotice: () => {}, max: 4 });
+const sql = sqlClient(uri);
 
 type Json = unknown;
 type Tree = Record<string, Json>;

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL, rowsOf } from "./fixture.ts";
 import { type ParseOptions, parseQuery } from "../../src/compile/parse.ts";
@@ -8,7 +8,7 @@ import type { CompileOptions } from "../../src/compile/ast.ts";
 
 const uri = await chinookDb("reads", FIXTURE_SQL);
 const schema = await schemaOf(uri);
-const sql = postgres(uri, { onnotice: () => {}, max: 2 });
+const sql = sqlClient(uri);
 
 /** Parses, compiles and runs a read; returns the parsed row objects. */
 async function read(
@@ -160,7 +160,7 @@ Deno.test("agg count with and without filter; sum/min/max/array_agg/bool_or", as
     },
     join: { tracks: { relation: "track", on: { album_id: "album_id" } } },
   });
-  const expected = await sql`
+  const expected = await sql<Record<string, number>>`
     select album_id, count(*)::int as n, (count(*) filter (where milliseconds > 300000))::int as long,
       sum(milliseconds)::int as total_ms, min(milliseconds) as shortest, max(milliseconds) as longest
     from track where album_id <= 5 group by album_id order by album_id`;

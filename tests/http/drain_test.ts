@@ -4,7 +4,7 @@
  * and then served by the new state.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, psql, scalar, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { staysPending, waitFor } from "../helpers/wait.ts";
@@ -26,7 +26,7 @@ const uri = await chinookDb(
 // drain_timeout is well above the 1 s in which the first test shows nothing moves during a drain.
 const srv = await startServer(uri, ["--reload.drain_timeout=4"]);
 const runtime = srv.server.runtime;
-const lockHolder = postgres(uri, { max: 1, onnotice: () => {} });
+const lockHolder = sqlClient(uri);
 
 /** svc's backends waiting on `event` (pg_stat_activity.wait_event: advisory, PgSleep). */
 async function waiting(event: string): Promise<number> {

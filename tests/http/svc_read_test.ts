@@ -3,7 +3,7 @@
  * batches, error codes with pointers, streaming of a large result.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 
@@ -18,7 +18,7 @@ const uri = await chinookDb(
 );
 const srv = await startServer(uri, ["--dev"]);
 const locked = await startServer(uri, []); // allow_* off
-const sql = postgres(uri, { max: 1 });
+const sql = sqlClient(uri);
 
 async function post(body: unknown, s = srv) {
   const res = await s.post("/svc", body);
@@ -54,7 +54,7 @@ const threeLevel = {
 Deno.test("3-level read equals a hand-written reference query", async () => {
   const { status, body } = await post(threeLevel);
   assert.equal(status, 200);
-  const ref = await sql`
+  const ref = await sql<{ j: unknown }>`
     select json_build_object('artist_id', a.artist_id, 'name', a.name, 'albums', coalesce((
       select json_agg(json_build_object('album_id', al.album_id, 'title', al.title, 'artist_id', al.artist_id,
         'tracks', coalesce((select json_agg(json_build_object('track_id', t.track_id, 'name', t.name) order by t.track_id)
@@ -62,7 +62,10 @@ Deno.test("3-level read equals a hand-written reference query", async () => {
       from album al where al.artist_id = a.artist_id), '[]'::json)) as j
     from artist a where a.artist_id <= 3 order by a.artist_id`;
   assert.deepEqual(body, ref.map((r) => r.j));
-  assert.equal(body[0].albums[0].tracks.length, 10);
+  assert.equal(
+    (body as { albums: { tracks: unknown[] }[] }[])[0].albums[0].tracks.length,
+    10,
+  );
 });
 
 Deno.test("GET form gives identical JSON to POST", async () => {

@@ -3,7 +3,7 @@
  * rollback, batches, error mapping, all-or-nothing.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 
@@ -16,7 +16,7 @@ const uri = await chinookDb(
 `,
 );
 const srv = await startServer(uri, ["--dev"]);
-const sql = postgres(uri, { max: 1 });
+const sql = sqlClient(uri);
 
 async function post(body: unknown) {
   const res = await srv.post("/svc", body);

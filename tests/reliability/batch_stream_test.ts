@@ -11,7 +11,7 @@
  *   the connection; the row-size cap applies to every item.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { spawnSvc } from "../helpers/process.ts";
 import { cookie, now, startServer, type TestServer, token } from "../helpers/server.ts";
@@ -122,11 +122,11 @@ grant execute on function boom() to "~anonymous", app_user;
 
 async function withServer(
   flags: string[],
-  fn: (s: TestServer, sql: postgres.Sql) => Promise<void>,
+  fn: (s: TestServer, sql: Sql) => Promise<void>,
 ) {
   const uri = await chinookDb("batch_stream", FIXTURE);
   const s = await startServer(uri, flags);
-  const sql = postgres(uri, { max: 1, onnotice: () => {} });
+  const sql = sqlClient(uri);
   try {
     await fn(s, sql);
   } finally {

@@ -6,7 +6,7 @@
  * max_connections exhausted by another client (503, then recovery).
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { chinookDb, psql, scalar, testCluster } from "../helpers/db.ts";
 import { spawnSvc } from "../helpers/process.ts";
 import { now, token } from "../helpers/server.ts";
@@ -225,17 +225,17 @@ Deno.test({
   async fn() {
     const uri = await db();
     const svc = await spawnSvc([`--pg.uri=${uri}`, "--logging.level=error", "--pg.pool_size=2"]);
-    const hog: postgres.Sql[] = [];
+    const hog: Sql[] = [];
     try {
       await svc.waitHealthy();
       // Take every free connection slot of the cluster (superuser slots included).
       for (let i = 0; i < 250; i++) {
-        const c = postgres(uri, { max: 1, onnotice: () => {}, connect_timeout: 2 });
+        const c = sqlClient(uri);
         try {
           await c`select 1`;
           hog.push(c);
         } catch {
-          await c.end({ timeout: 0 });
+          await c.end();
           break;
         }
       }
@@ -244,7 +244,7 @@ Deno.test({
       assert.equal(r.status, 503);
       assert.match(r.headers.get("x-svc-errorcode") ?? "", /^PG_(53300|UNAVAILABLE)$/);
       await r.body?.cancel();
-      await Promise.all(hog.splice(0).map((c) => c.end({ timeout: 1 })));
+      await Promise.all(hog.splice(0).map((c) => c.end()));
       let status = 0;
       const t0 = performance.now();
       while (status !== 200 && performance.now() - t0 < 5000) {
@@ -254,7 +254,7 @@ Deno.test({
       }
       assert.equal(status, 200);
     } finally {
-      await Promise.all(hog.map((c) => c.end({ timeout: 1 })));
+      await Promise.all(hog.map((c) => c.end()));
       await svc.stop();
     }
   },

@@ -6,7 +6,7 @@
  * their row counts.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { psql } from "../helpers/db.ts";
 import { type Req, send, Tally } from "./invariants.ts";
@@ -52,7 +52,7 @@ const PAYLOADS: Record<string, string> = {
 };
 
 {
-  const sql = postgres(await chinookDb("injection", TARGET_SQL), { max: 1, onnotice: () => {} });
+  const sql = sqlClient(await chinookDb("injection", TARGET_SQL));
   for (const p of Object.values(PAYLOADS)) {
     if (!p.includes("\u0000")) await sql`insert into lit_probe (name) values (${p})`;
   }

@@ -1,7 +1,7 @@
 /**
  * Fault: PostgreSQL restarted under concurrent load. The server process must stay alive through
  * every restart and serve again within 1 s of the database being back (issue: svc exited with
- * `Cannot read properties of null (reading 'write')` from postgres.js).
+ * `Cannot read properties of null (reading 'write')` from the driver it used before src/pg/).
  */
 import assert from "node:assert/strict";
 import { chinookDb, testCluster } from "../helpers/db.ts";
@@ -18,7 +18,7 @@ Deno.test({
     const uri = await chinookDb();
     // Two workers with two connections each: small per-worker pools made a request hang for ever
     // when a reserved connection's socket errored and more of its queries were sent before the
-    // close event (fixed in patches/postgres@3.4.9.patch).
+    // close event (src/pg/ fails everything pending on a connection the moment it dies).
     const svc = await spawnSvc([
       `--pg.uri=${uri}`,
       "--pg.pool_size=4",
@@ -48,8 +48,7 @@ Deno.test({
       for (let i = 0; i < RESTARTS; i++) {
         // Load against a running database: requests served since the last restart, for at least
         // 300 ms (the restarts are spaced: a scenario parameter, not a wait for a condition).
-        // Restarting again while svc is still reconnecting is another case, not covered here: it
-        // makes postgres.js / node:net raise an unhandled rejection about 1 run in 4 (reported).
+        // Restarting again while svc is still reconnecting is another case, not covered here.
         const ok = statuses.get(200) ?? 0;
         const since = performance.now();
         await waitFor(

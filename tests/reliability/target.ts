@@ -4,7 +4,7 @@
  * role `authenticator` (granted `~anonymous` and `app_user`) that svc connects as. Shared by the
  * bounded fuzz/injection/session tests and by `scripts/soak.ts --fuzz`.
  */
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { FIXTURE_SQL } from "../compile/fixture.ts";
 import { chinookDb, psql } from "../helpers/db.ts";
 import { now, startServer, token } from "../helpers/server.ts";
@@ -50,7 +50,7 @@ export async function canaryState(db: string): Promise<string> {
  * `format_type` spelling and its qualified name, read as superuser.
  */
 export async function catalogTypeNames(db: string): Promise<string[]> {
-  const sql = postgres(await chinookDb(db), { max: 1, onnotice: () => {} });
+  const sql = sqlClient(await chinookDb(db));
   try {
     const rows = await sql`
       select t.typname as name, format_type(t.oid, null) as formatted from pg_type t

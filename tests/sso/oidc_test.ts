@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { decodeJwt, generateKeyPair, SignJWT } from "jose";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { driveIdp, freePort, Jar, type OidcIdp, startOidcIdp } from "./oidc_idp.ts";
@@ -48,7 +48,7 @@ const srv = await startServer(uri, [
   "--logging.handler=json",
 ]);
 let idp: OidcIdp;
-const sql = postgres(uri, { max: 1, onnotice: () => {} });
+const sql = sqlClient(uri);
 /** The callback's log: who it ran as and the payload it got. */
 const ssoLog = async () =>
   (await sql`select ran_as, payload as p from sso_log order by id`) as unknown as {

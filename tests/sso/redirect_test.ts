@@ -5,7 +5,7 @@
  * persists; characters beyond ASCII are percent-encoded. Real SAML logins and real routes.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { safeRedirect } from "../../src/http/routes/response.ts";
@@ -56,7 +56,7 @@ const srv = await startServer(uri, [
   "--route.public.hdr.path=/hdr",
   "--route.public.hdr.method=GET",
 ]);
-const sql = postgres(uri, { max: 1, onnotice: () => {} });
+const sql = sqlClient(uri);
 
 const test = (name: string, fn: () => Promise<void> | void) =>
   Deno.test({ name, fn, sanitizeOps: false, sanitizeResources: false });
@@ -194,12 +194,15 @@ test("a header value with a control character is 500 INTERNAL, and svc keeps ser
 test("docs/sso.md's sample callback: OIDC needs email_verified; an unsafe next falls back to /", async () => {
   const readme = await Deno.readTextFile(new URL("../../docs/sso.md", import.meta.url));
   const sample = /```sql\n(create table sso_user[\s\S]*?)```/.exec(readme)![1];
-  const db = postgres(await emptyDb("readme_sample", sample), { max: 1, onnotice: () => {} });
+  const db = sqlClient(await emptyDb("readme_sample", sample));
   try {
     const call = async (identity: unknown, next: string) =>
-      (await db.unsafe("select public.sso_login($1::text::jsonb) as r", [
-        JSON.stringify({ jwt: null, identity, state: { next } }),
-      ]))[0].r;
+      (await db.unsafe<{ r: { redirect: string; jwt: { role: string } } }>(
+        "select public.sso_login($1::text::jsonb) as r",
+        [
+          JSON.stringify({ jwt: null, identity, state: { next } }),
+        ],
+      ))[0].r;
     const oidc = (claims: Record<string, unknown>) => ({ protocol: "oidc", name: "corp", claims });
     const alice = { email: "alice@example.com", email_verified: true };
     assert.equal((await call(oidc(alice), "/home")).redirect, "/home");

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { decodeJwt } from "jose";
-import postgres from "postgres";
+import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { testWith } from "../helpers/requires.ts";
 import { startServer, type TestServer } from "../helpers/server.ts";
@@ -18,7 +18,7 @@ import { SIMPLESAMLPHP, SSP_USER, type SspIdp, startSspIdp } from "./ssp_idp.ts"
 interface Env {
   idp: SspIdp;
   srv: TestServer;
-  sql: postgres.Sql;
+  sql: Sql;
   origin: string;
   acs: string;
   tmp: string;
@@ -44,7 +44,7 @@ async function setup(): Promise<Env> {
   const xml = await md.text();
   assert.equal(md.status, 200, xml);
   await idp.trustSp(xml);
-  const sql = postgres(uri, { max: 1, onnotice: () => {} });
+  const sql = sqlClient(uri);
   return { idp, srv, sql, origin, acs: `${origin}/auth/saml/ssp/acs`, tmp };
 }
 
@@ -174,7 +174,12 @@ test("SimpleSAMLphp: SP-initiated login, the IdP's attributes reach the callback
   assert.ok(tok, "the session cookie is set");
   assert.equal(decodeJwt(tok).role, "member");
   assert.equal(decodeJwt(tok).email, SSP_USER.email);
-  const [row] = await e().sql`select ran_as, payload from sso_log`;
+  type Payload = {
+    state: unknown;
+    identity: { protocol: string; name: string; name_id: string; claims: Record<string, unknown> };
+  };
+  const [row] = await e().sql<{ ran_as: string; payload: Payload }>`select ran_as, payload
+    from sso_log`;
   assert.equal(row.ran_as, "postgres/~anonymous");
   assert.deepEqual(row.payload.state, { next: "/after", x: "1" });
   assert.equal(row.payload.identity.protocol, "saml");

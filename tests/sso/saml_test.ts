@@ -6,7 +6,14 @@
  */
 import assert from "node:assert/strict";
 import { decodeJwt } from "jose";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
+
+/** A row of the fixture's sso_log (payload: what the login function received). */
+interface SsoRow {
+  ran_as: string;
+  // deno-lint-ignore no-explicit-any
+  payload: any;
+}
 import * as samlify from "samlify";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
@@ -54,7 +61,7 @@ const srv = await startServer(uri, [
   `--saml.small.idp_metadata_url=http://127.0.0.1:${idpPort}/metadata`,
   "--saml.small.max_response_size=8192",
 ]);
-const sql = postgres(uri, { max: 1, onnotice: () => {} });
+const sql = sqlClient(uri);
 let idp: SamlIdp;
 
 const test = (name: string, fn: () => Promise<void>) => Deno.test({ name, fn });
@@ -171,7 +178,7 @@ test("an IdP that does not ask for signed requests: the default login works, sig
   assert.equal(done.status, 303, await done.text());
   assert.equal(done.headers.get("location"), "/lax");
   assert.equal(decodeJwt(sessionSet(done)!).role, "member");
-  const [row] = await sql`select payload from sso_log`;
+  const [row] = await sql<SsoRow>`select payload from sso_log`;
   assert.equal(row.payload.identity.name, "lax");
 });
 
@@ -208,7 +215,7 @@ test("full login through the IdP's form: session cookie, SPEC payload, signed Au
   const token = sessionSet(done);
   assert.ok(token);
   assert.equal(decodeJwt(token).role, "member");
-  const [row] = await sql`select ran_as, payload from sso_log`;
+  const [row] = await sql<SsoRow>`select ran_as, payload from sso_log`;
   assert.equal(row.ran_as, "postgres/~anonymous");
   assert.deepEqual(row.payload.state, { next: "/after", x: { y: "2" } });
   assert.deepEqual(row.payload.identity, {
@@ -502,7 +509,7 @@ test("attack: XML comment inside NameID never yields a truncated identity", asyn
   const res = await post(jar, commented);
   assert.equal(res.status, 303, await res.text());
   assert.equal(decodeJwt(sessionSet(res)!).email, "user@evil.com.example.com");
-  const [row] = await sql`select payload from sso_log`;
+  const [row] = await sql<SsoRow>`select payload from sso_log`;
   assert.equal(row.payload.identity.name_id, "user@evil.com.example.com");
   assert.deepEqual(row.payload.identity.claims.email, ["user@evil.com.example.com"]);
 });

@@ -7,7 +7,7 @@
  * but missing table refuses logins with 503 rather than forgetting.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { emptyDb, psql, stopDb, testCluster } from "../helpers/db.ts";
 import { runSvc, spawnSvc, type SvcProcess } from "../helpers/process.ts";
 import { freePort, Jar } from "./oidc_idp.ts";
@@ -20,7 +20,7 @@ assert.equal(setup.code, 0, setup.stderr);
 assert.match(setup.stdout, /create table if not exists "svc_sso"\."used"/);
 await psql(setup.stdout + `grant member to svc_authenticator;`, "ssostore");
 const authUri = (await testCluster()).uriFor("ssostore").replace("postgres@", "svc_authenticator@");
-const sql = postgres(superUri, { max: 1, onnotice: () => {} });
+const sql = sqlClient(superUri);
 const tmp = await Deno.makeTempDir();
 const idp: SamlIdp = await startSamlIdp();
 // Every process serves the same public host, as replicas behind one load balancer do.

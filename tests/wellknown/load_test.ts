@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import type { Schema } from "../../src/db/schema.ts";
 import { SvcError } from "../../src/errors.ts";
@@ -14,13 +14,13 @@ import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 const MAX_DEPTH = 8;
 const EXAMPLES = new URL("../../wellknown", import.meta.url).pathname;
 
-let ctx: Promise<{ schema: Schema; sql: postgres.Sql }> | null = null;
+let ctx: Promise<{ schema: Schema; sql: Sql }> | null = null;
 
 /** Introspected Chinook and a connection to it (shared by every test of this file). */
-function db(): Promise<{ schema: Schema; sql: postgres.Sql }> {
+function db(): Promise<{ schema: Schema; sql: Sql }> {
   ctx ??= (async () => {
     const uri = await chinookDb();
-    return { schema: await schemaOf(uri), sql: postgres(uri, { max: 2, onnotice: () => {} }) };
+    return { schema: await schemaOf(uri), sql: sqlClient(uri) };
   })();
   return ctx;
 }
@@ -54,7 +54,7 @@ async function load(
 async function run(wk: WellKnown, supplied?: unknown): Promise<unknown[]> {
   const { sql } = await db();
   const stmt = compileRead(wk.node, { params: resolveParams(wk, supplied) }).rows;
-  const rows = await sql.unsafe(stmt.sql, stmt.params as postgres.ParameterOrJSON<never>[]);
+  const rows = await sql.unsafe(stmt.sql, stmt.params as unknown[]);
   return rows.map((r) => (typeof r.j === "string" ? JSON.parse(r.j) : r.j));
 }
 
@@ -499,7 +499,9 @@ Deno.test("examples: the shipped wellknown/ directory loads with no warnings and
   const long = await run(reg.get("tracks_by_genre"), { genre: "Jazz", min_seconds: 600 }) as {
     milliseconds: number;
   }[];
-  const [{ m }] = await sql`select count(*)::int as m from track join genre using (genre_id)
+  const [{ m }] = await sql<
+    { m: number }
+  >`select count(*)::int as m from track join genre using (genre_id)
     where genre.name = 'Jazz' and milliseconds >= 600000`;
   assert.equal(long.length, Math.min(m, 10));
   assert.ok(long.every((t) => t.milliseconds >= 600000));

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import postgres from "postgres";
+import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import type { Schema } from "../../src/db/schema.ts";
@@ -41,11 +41,11 @@ create table track_tag (
 );
 `;
 
-let env: Promise<{ schema: Schema; sql: postgres.Sql }> | null = null;
+let env: Promise<{ schema: Schema; sql: Sql }> | null = null;
 function setup() {
   env ??= (async () => {
     const uri = await chinookDb("write", FIXTURE);
-    return { schema: await schemaOf(uri), sql: postgres(uri, { onnotice: () => {}, max: 2 }) };
+    return { schema: await schemaOf(uri), sql: sqlClient(uri) };
   })();
   return env;
 }

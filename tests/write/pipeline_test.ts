@@ -8,7 +8,7 @@
  * with the statement-per-level path; both are now this one engine.)
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import type { Schema } from "../../src/db/schema.ts";
@@ -70,11 +70,11 @@ const TABLES = [
   "code_child",
 ];
 
-let env: Promise<{ uri: string; schema: Schema; sql: postgres.Sql }> | null = null;
+let env: Promise<{ uri: string; schema: Schema; sql: Sql }> | null = null;
 function setup() {
   env ??= (async () => {
     const uri = await chinookDb("cte", FIXTURE);
-    return { uri, schema: await schemaOf(uri), sql: postgres(uri, { onnotice: () => {}, max: 2 }) };
+    return { uri, schema: await schemaOf(uri), sql: sqlClient(uri) };
   })();
   return env;
 }

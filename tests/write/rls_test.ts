@@ -8,7 +8,7 @@
  * exactly the omitted rows matching it, as RLS allows; without `where` it deletes nothing.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import { sqlClient } from "../helpers/sql.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
 import { cookie, now, startServer, token } from "../helpers/server.ts";
@@ -53,7 +53,7 @@ grant select, insert, update, delete on project, task, note to app_user;
 `;
 
 const uri = await emptyDb("rls", FIXTURE);
-const sql = postgres(uri, { max: 1, onnotice: () => {} });
+const sql = sqlClient(uri);
 const u = new URL(uri);
 const proxy = pgProxy(Number(u.port));
 u.port = String(proxy.port);
@@ -112,7 +112,10 @@ const [bob] = await sql`
   select project_id as project, id as task from t`;
 
 async function count(table: string, where = "true"): Promise<number> {
-  return (await sql.unsafe(`select count(*)::int as n from ${table} where ${where}`))[0].n;
+  return (await sql.unsafe<{ n: number }>(
+    `select count(*)::int as n from ${table} where ${where}`,
+  ))[0]
+    .n;
 }
 
 Deno.test("a three-level insert under parent-ownership RLS and a trigger reading the parent: one round trip", async () => {
