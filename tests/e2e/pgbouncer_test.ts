@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { chinookDb, stopDb, testCluster } from "../helpers/db.ts";
-import { startBouncer } from "../helpers/pgbouncer.ts";
+import { bouncerTest, startBouncer } from "../helpers/pgbouncer.ts";
 import { cookie, now, startServer, type TestServer, token } from "../helpers/server.ts";
 
 const fixture = await Deno.readTextFile(new URL("../fixtures/routes.sql", import.meta.url));
@@ -91,7 +91,7 @@ async function coreCases(srv: TestServer, tag: string): Promise<void> {
 }
 
 for (const mode of ["session", "transaction"] as const) {
-  Deno.test({
+  bouncerTest({
     name: `svc behind PgBouncer in ${mode} mode: reads, writes, rollback, errors, routes`,
     sanitizeResources: false,
     sanitizeOps: false,
@@ -116,4 +116,4 @@ for (const mode of ["session", "transaction"] as const) {
   });
 }
 
-Deno.test({ name: "pgbouncer e2e: stop", sanitizeResources: false, fn: () => stopDb() });
+bouncerTest({ name: "pgbouncer e2e: stop", sanitizeResources: false, fn: () => stopDb() });

@@ -4,6 +4,7 @@
  * (PgBouncer refuses root).
  */
 import { freePort } from "../../src/db/cluster.ts";
+import { exists, type Requirement, testWith } from "./requires.ts";
 
 /** A running PgBouncer. */
 export interface Bouncer {
@@ -12,6 +13,23 @@ export interface Bouncer {
   uriFor(database: string): string;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
+}
+
+/**
+ * PgBouncer (Debian's /usr/sbin/pgbouncer); `SVC_REQUIRE_PGBOUNCER=1` (CI) makes its absence a
+ * failure, elsewhere its tests are ignored with a notice.
+ */
+export const PGBOUNCER: Requirement = {
+  what: "PgBouncer",
+  path: exists("/usr/sbin/pgbouncer") ? "/usr/sbin/pgbouncer" : null,
+  missing: exists("/usr/sbin/pgbouncer") ? null : "no /usr/sbin/pgbouncer",
+  requireEnv: "SVC_REQUIRE_PGBOUNCER",
+  install: "apt-get install -y pgbouncer",
+};
+
+/** Registers a test that needs PgBouncer (see {@link PGBOUNCER}). */
+export function bouncerTest(def: Deno.TestDefinition): void {
+  testWith(PGBOUNCER, def);
 }
 
 /** The PgBouncer binary, or null when not installed. */

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { Connection } from "../../src/pg/connection.ts";
 import { emptyDb, stopDb, testCluster } from "../helpers/db.ts";
-import { startBouncer } from "../helpers/pgbouncer.ts";
+import { bouncerTest, startBouncer } from "../helpers/pgbouncer.ts";
 
 const T = { sanitizeResources: false, sanitizeOps: false };
 const FIXTURE = "create table kv (k int primary key, v text); " +
@@ -22,7 +22,7 @@ async function requestLike(c: Connection, k: number): Promise<unknown> {
   return rs[2].rows[0];
 }
 
-Deno.test({
+bouncerTest({
   ...T,
   name: "pgbouncer: session mode with named prepared statements",
   async fn() {
@@ -48,7 +48,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+bouncerTest({
   ...T,
   name: "pgbouncer: transaction mode, unnamed statements, 6 clients over 2 server connections",
   async fn() {
@@ -82,7 +82,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+bouncerTest({
   ...T,
   name:
     "pgbouncer: transaction mode with named statements collides (why pg.prepared_statements exists)",
@@ -105,4 +105,4 @@ Deno.test({
   },
 });
 
-Deno.test({ ...T, name: "pgbouncer: stop", fn: () => stopDb() });
+bouncerTest({ ...T, name: "pgbouncer: stop", fn: () => stopDb() });
