@@ -84,42 +84,11 @@ export function parseFields(body: Uint8Array): PgFields {
   return out as unknown as PgFields;
 }
 
-/** An error reported by the server (ErrorResponse). */
-export class PgError extends Error implements PgFields {
-  /** Severity, localized. */
-  severity_local?: string;
-  /** Severity (`ERROR`, `FATAL`, `PANIC`). */
-  severity?: string;
-  /** SQLSTATE. */
-  code: string;
-  /** Detail message. */
-  detail?: string;
-  /** Hint message. */
-  hint?: string;
-  /** Cursor position in the statement text. */
-  position?: string;
-  /** Position in an internally generated statement. */
-  internal_position?: string;
-  /** The internally generated statement. */
-  internal_query?: string;
-  /** Context. */
-  where?: string;
-  /** Schema of the object concerned. */
-  schema_name?: string;
-  /** Table of the object concerned. */
-  table_name?: string;
-  /** Column of the object concerned. */
-  column_name?: string;
-  /** Data type concerned. */
-  data_type_name?: string;
-  /** Constraint concerned. */
-  constraint_name?: string;
-  /** Server source file. */
-  file?: string;
-  /** Server source line. */
-  line?: string;
-  /** Server source routine. */
-  routine?: string;
+/** The server's fields of a {@link PgError}: every member of {@link PgFields} but the message. */
+export interface PgError extends Omit<PgFields, "message"> {}
+
+/** An error reported by the server (ErrorResponse); its fields are those of {@link PgFields}. */
+export class PgError extends Error {
   /** Index of the failed statement in the batch that carried it (set by the connection). */
   statementIndex?: number;
 

@@ -12,6 +12,7 @@
  * answered 415 while the text promised invoices.
  */
 import assert from "node:assert/strict";
+import { waitFor } from "../helpers/wait.ts";
 
 const repo = new URL("../../", import.meta.url).pathname;
 const PORT = 8080;
@@ -106,14 +107,10 @@ Deno.test({
     let exited = false;
     dev.status.then(() => (exited = true));
     try {
-      const end = Date.now() + 120_000;
-      while (!(await listening())) {
-        assert.ok(
-          Date.now() < end && !exited,
-          `deno task dev did not become ready:\n${log.slice(-3000)}`,
-        );
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      await waitFor(() => {
+        if (exited) throw new Error(`deno task dev exited:\n${log.slice(-3000)}`);
+        return listening();
+      }, { timeout: 120_000, interval: 200, what: "deno task dev ready" });
       const blocks = new Map<number, Example[]>();
       for (const e of examples) {
         if (SKIPPED.some((re) => re.test(e.text))) continue;

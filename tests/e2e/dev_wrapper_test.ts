@@ -4,10 +4,10 @@
  * wrapper goes, dev stops its server. Before the ancestor watch in scripts/dev.ts, the server kept
  * answering after its wrapper was gone.
  */
-import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { TEST_SECRET } from "../helpers/server.ts";
 import { freePort } from "../../src/db/cluster.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const repo = new URL("../../", import.meta.url).pathname;
 
@@ -19,15 +19,6 @@ async function answers(port: number): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-async function until(cond: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return cond();
 }
 
 Deno.test({
@@ -51,13 +42,13 @@ Deno.test({
       stderr: "null",
     }).spawn();
     try {
-      assert.ok(await until(() => answers(port), 60_000), "dev serves");
+      await waitFor(() => answers(port), { timeout: 60_000, interval: 100, what: "dev serves" });
       wrapper.kill("SIGTERM"); // sh dies at once; deno task and dev.ts are orphaned
       await wrapper.status;
-      assert.ok(
-        await until(async () => !(await answers(port)), 15_000),
-        "the server stopped after its wrapper went away",
-      );
+      await waitFor(async () => !(await answers(port)), {
+        interval: 100,
+        what: "the server stopped after its wrapper went away",
+      });
     } finally {
       try {
         wrapper.kill("SIGKILL");

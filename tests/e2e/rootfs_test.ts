@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { freePort } from "../../src/db/cluster.ts";
 import { LAYOUT, writeRootfs } from "../../scripts/rootfs.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isRoot = Deno.uid() === 0;
@@ -104,17 +105,11 @@ Deno.test({
         "--http.host=127.0.0.1",
         `--http.port=${port}`,
       ]).spawn();
-      let ready = false;
-      const until = Date.now() + 30_000;
-      while (!ready && Date.now() < until) {
-        try {
-          const r = await fetch(`http://127.0.0.1:${port}/svc/health/ready`);
-          await r.body?.cancel();
-          ready = r.status === 200;
-        } catch { /* still starting */ }
-        if (!ready) await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.ok(ready, "/svc/health/ready answers 200");
+      await waitFor(async () => {
+        const r = await fetch(`http://127.0.0.1:${port}/svc/health/ready`);
+        await r.body?.cancel();
+        return r.status === 200;
+      }, { timeout: 30_000, interval: 100, what: "/svc/health/ready answers 200" });
       const r = await fetch(
         `http://127.0.0.1:${port}/svc?relation=genre&order_by=genre_id&limit=1`,
       );

@@ -13,6 +13,7 @@ import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer, testConfig, type TestServer } from "../helpers/server.ts";
 import { ConfigError } from "../../src/config/load.ts";
 import { freshGet, metricValue, spawnSvc } from "../helpers/process.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
 import { Database, readJson, type RequestRole } from "../../src/db/pool.ts";
 import { SvcError } from "../../src/errors.ts";
@@ -50,12 +51,10 @@ async function ready(s: TestServer): Promise<{ status: number; pool: Record<stri
  * answer, so a connection may still be leased for a moment after the last response.
  */
 async function idle(s: TestServer): Promise<{ status: number; pool: Record<string, number> }> {
-  const end = Date.now() + 5000;
   let h = await ready(s);
-  while (h.pool.in_use !== 0 && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 50));
-    h = await ready(s);
-  }
+  await waitFor(async () => (h = await ready(s)).pool.in_use === 0, { timeout: 5000 }).catch(
+    () => {}, // asserted by the caller, with the figures
+  );
   return h;
 }
 
