@@ -72,8 +72,26 @@ Deno.test("the README's shell examples parse into commands with expectations", (
   assert.ok(ex.some((e) => SKIPPED[0].test(e.text)), "the quick start runs deno task dev");
 });
 
+/** Whether port 8080 can be bound now (a developer's own `deno task dev` may hold it). */
+function portFree(): boolean {
+  try {
+    Deno.listen({ hostname: "127.0.0.1", port: PORT }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// The examples name port 8080: while something else holds it (e.g. the README's own `deno task
+// dev`), the test is ignored with a notice; in CI (`CI=true`) that is a failure.
+const busy = !portFree() && Deno.env.get("CI") !== "true";
+if (busy) {
+  console.warn(`notice: port ${PORT} is in use — the README examples test is ignored (stop it)`);
+}
+
 Deno.test({
   name: "every shell example in the README runs as written against deno task dev",
+  ignore: busy,
   // Owns child processes (deno task dev, its PostgreSQL, bash).
   sanitizeResources: false,
   sanitizeOps: false,
