@@ -2,20 +2,20 @@
  * svc entry point: load configuration, start serving, load the schema (retrying until the
  * database answers), reload on SIGUSR1, shut down gracefully on SIGTERM/SIGINT.
  *
- * With `http.workers` > 1 this thread supervises (src/workers/supervisor.ts) and the same module
- * runs in every worker thread (src/workers/worker.ts), so a compiled binary carries its workers.
+ * With `http.workers` > 1 this thread supervises (src/process/supervisor.ts) and the same module
+ * runs in every worker thread (src/process/worker.ts), so a compiled binary carries its workers.
  */
 import { type Config, ConfigError, loadConfigAsync, workerCount } from "./src/config/load.ts";
 import { SecretError } from "./src/auth/secret.ts";
-import { runAction } from "./src/cli.ts";
-import { setupRoles, setupStore } from "./src/startup.ts";
-import { start } from "./src/serve.ts";
-import { supervise } from "./src/workers/supervisor.ts";
-import { inWorker, runWorker } from "./src/workers/worker.ts";
-import { log } from "./src/log.ts";
-import { holdSignalInspectorPort, reusePortAllowed } from "./src/inspector_guard.ts";
+import { runAction } from "./src/process/cli.ts";
+import { setupRoles, setupStore } from "./src/process/startup.ts";
+import { start } from "./src/process/instance.ts";
+import { supervise } from "./src/process/supervisor.ts";
+import { inWorker, runWorker } from "./src/process/worker.ts";
+import { log } from "./src/observe/log.ts";
+import { holdSignalInspectorPort, reusePortAllowed } from "./src/process/inspector_guard.ts";
 
-export { type Server, start } from "./src/serve.ts";
+export { type Server, start } from "./src/process/instance.ts";
 
 /** What main needs of a running svc (one process or a supervisor of workers). */
 interface Running {
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
         "(only for a staging host without TLS)",
     );
   }
-  // SIGUSR1 reloads; it must not also open Deno's inspector (src/inspector_guard.ts).
+  // SIGUSR1 reloads; it must not also open Deno's inspector (src/process/inspector_guard.ts).
   holdSignalInspectorPort();
   Deno.addSignalListener("SIGUSR1", () => void running.reload());
   for (const sig of ["SIGTERM", "SIGINT"] as const) {

@@ -4,7 +4,7 @@
  * it always allows is the connecting user itself, so a token naming the authenticator would run
  * with the authenticator's own privileges; svc refuses it (401 AUTH_ROLE_INVALID).
  */
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 
 /** Throws AUTH_ROLE_INVALID when a session's `role` is the role svc connects as. */
 export function checkAssumable(role: string, connectingUser: string | undefined): void {

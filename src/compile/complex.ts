@@ -3,7 +3,7 @@
  * reference, a ComplexQuery wrapper, or an array (batch) of those. Validates the wrapper's
  * flags and their combinations; the allow_* gates are the executor's business.
  */
-import { type ErrorCode, SvcError } from "../errors.ts";
+import { type ErrorCode, SvcError } from "../svc_error.ts";
 import { ptr } from "./parse.ts";
 
 /** One request of a body: what to run and which ComplexQuery flags were given. */

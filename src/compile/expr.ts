@@ -3,7 +3,7 @@
  * `agg` and `$param`, resolved against a Scope.
  */
 import { type Column, hasSchemaUsage } from "../db/schema.ts";
-import { invalid, SvcError } from "../errors.ts";
+import { invalid, SvcError } from "../svc_error.ts";
 import { didYouMean } from "../util/suggest.ts";
 import type { Expr, JoinNode } from "./ast.ts";
 import {
@@ -14,7 +14,7 @@ import {
   sourceRelation,
   unknownColumn,
 } from "./parse_common.ts";
-import { columnCandidates, scopeCandidates } from "./visible.ts";
+import { columnCandidates, scopeCandidates } from "./candidates.ts";
 
 /** Maximum nesting of expression arrays (protects the parser's and PostgreSQL's stacks). */
 const MAX_EXPR_DEPTH = 64;

@@ -6,7 +6,7 @@
  * Beyond the documented keys, `arguments.<name>=<value>` passes a named function argument
  * (values as in `where`: numbers, true/false/null, 'quoted' or bare text, all literals).
  */
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 
 /** The decoded GET form. */
 export interface GetQuery {

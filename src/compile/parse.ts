@@ -12,8 +12,8 @@ import {
   functionCandidates,
   relationCandidates,
   scopeCandidates,
-} from "./visible.ts";
-import { invalid, SvcError } from "../errors.ts";
+} from "./candidates.ts";
+import { invalid, SvcError } from "../svc_error.ts";
 import type { JoinNode, RelationNode, Source, WriteMode } from "./ast.ts";
 import { assertBoolean, checkRegLiteral, parseExpr } from "./expr.ts";
 import {

@@ -3,7 +3,7 @@
  * used by the relation, select and expression parsers.
  */
 import type { Column, ComputedField, Func, FunctionArg, Relation, Schema } from "../db/schema.ts";
-import { invalid, type SvcError } from "../errors.ts";
+import { invalid, type SvcError } from "../svc_error.ts";
 import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import type { Expr, JoinNode, Source } from "./ast.ts";
 

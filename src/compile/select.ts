@@ -1,10 +1,10 @@
 /**
  * The select, order_by and distinct_on clauses of a relation node.
  */
-import { invalid, SvcError } from "../errors.ts";
+import { invalid, SvcError } from "../svc_error.ts";
 import type { Expr, JoinNode, OrderTerm, SelectItem } from "./ast.ts";
 import { parseExpr, resolveName } from "./expr.ts";
-import { scopeCandidates } from "./visible.ts";
+import { scopeCandidates } from "./candidates.ts";
 import { type Ctx, isObject, ptr, type Scope, unknownColumn } from "./parse_common.ts";
 
 /** Parses an order_by array. */

@@ -8,8 +8,8 @@
  * quoted with `ident()`. The SQL text depends only on the query's shape (see {@link shapeKey}).
  */
 import { ident } from "../db/schema.ts";
-import { SvcError } from "../errors.ts";
-import { paramsError, WIRE_MAX_PARAMS } from "../db/params.ts";
+import { SvcError } from "../svc_error.ts";
+import { paramsError, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import type {
   CompiledRead,
   CompileOptions,

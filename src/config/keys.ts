@@ -3,7 +3,7 @@
  * type, default and a one-line description. The loader, the docs/configuration.md test and `--help` all read it.
  */
 import { z } from "zod";
-import { DEFAULT_MAX_PARAMS } from "../db/params.ts";
+import { DEFAULT_MAX_PARAMS } from "../db/bind_limit.ts";
 
 /** Value kinds a key may hold; strings from env and flags are coerced to them. */
 export type KeyKind = "string" | "int" | "number" | "bool" | "list" | "yn" | { enum: string[] };

@@ -4,11 +4,11 @@
  * key table (src/config/keys.ts); errors name the key, the source and what was expected.
  */
 import { parse as parseToml } from "smol-toml";
-import { loadYaml, parseYaml } from "./yaml.ts";
-import { parse as parseHuml } from "./huml.ts";
+import { loadYaml, parseYaml } from "../formats/yaml.ts";
+import { parse as parseHuml } from "../formats/huml.ts";
 import { isConfigEnv } from "./env.ts";
 import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
-import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/params.ts";
+import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {

@@ -11,11 +11,11 @@ import { PgConnectionError, PgError, PgSkippedError } from "../pg/errors.ts";
 import { JsonArraySink } from "../pg/json.ts";
 import type { Result, RowSink, Statement } from "../pg/connection.ts";
 import type { Row, Tx } from "./tx.ts";
-import { SvcError } from "../errors.ts";
-import { log } from "../log.ts";
-import { metrics } from "../metrics.ts";
+import { SvcError } from "../svc_error.ts";
+import { log } from "../observe/log.ts";
+import { metrics } from "../observe/metrics.ts";
 import { deadline } from "../util/deadline.ts";
-import { paramsError, WIRE_MAX_PARAMS } from "./params.ts";
+import { paramsError, WIRE_MAX_PARAMS } from "./bind_limit.ts";
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */
 function roleError(e: unknown): unknown {

@@ -4,7 +4,7 @@
  * content-type requirement of JSON endpoints (415 otherwise: a cross-site form or text/plain post
  * needs no CORS preflight, so accepting it would let any page act with a user's cookie).
  */
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 import { deadline } from "../util/deadline.ts";
 
 /** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */

@@ -4,7 +4,7 @@
  * of a rendered page. Built once per process; the templates' cache is reloaded on SIGUSR1.
  */
 import type { Config } from "../config/load.ts";
-import type { Runtime } from "../runtime.ts";
+import type { Runtime } from "../state/runtime.ts";
 import { cspFor } from "./csp.ts";
 import { decodeMultipart, multipartOptions } from "./multipart.ts";
 import type { RouteHooks } from "./routes/request.ts";

@@ -12,7 +12,7 @@ import {
   MultipartParser,
   type MultipartPart,
 } from "@mjackson/multipart-parser";
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 import { encodeBase64 } from "./base64.ts";
 
 /** A file part kept in memory. */

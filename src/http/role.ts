@@ -6,8 +6,8 @@
  */
 import type { RequestRole } from "../db/pool.ts";
 import { canAssume } from "../db/schema.ts";
-import { SvcError } from "../errors.ts";
-import type { AppState } from "../runtime.ts";
+import { SvcError } from "../svc_error.ts";
+import type { AppState } from "../state/runtime.ts";
 
 /**
  * Throws the query path's errors for an unusable role: 401 AUTH_ANONYMOUS_DISABLED when an

@@ -8,23 +8,23 @@ import type { HealthProbe } from "../db/health.ts";
 import type { Config } from "../config/load.ts";
 import type { Database, PoolStats, RequestRole } from "../db/pool.ts";
 import type { Sessions } from "../auth/session.ts";
-import { SvcError } from "../errors.ts";
-import type { AppState, Runtime } from "../runtime.ts";
-import { log } from "../log.ts";
-import { errorResponse } from "./errors.ts";
+import { SvcError } from "../svc_error.ts";
+import type { AppState, Runtime } from "../state/runtime.ts";
+import { log } from "../observe/log.ts";
+import { errorResponse } from "./error_response.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc.ts";
-import { databaseJson } from "../typescript/json.ts";
+import { databaseJson } from "../client/database_json.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
-import { routeInfo } from "./routes/declare.ts";
-import { databaseTsResponse, helperPathHook } from "../typescript/serve.ts";
+import { routeInfo } from "../state/route_table.ts";
+import { databaseTsResponse, helperPathHook } from "../client/endpoint.ts";
 import { checkRole } from "./role.ts";
-import { schemaOids, visibleTo } from "../typescript/visible.ts";
-import type { Sso } from "../sso/mod.ts";
-import { type PathKind, pathKind, requestId } from "./access.ts";
-import { bindMetricSources, observeDbError, observeRequest } from "../metrics.ts";
-import { uncaughtErrors } from "../guard.ts";
-import { metricsOnMain, metricsRecorded, metricsResponse } from "./metrics.ts";
+import { schemaOids, visibleTo } from "../client/visible.ts";
+import type { Sso } from "../sso/endpoints.ts";
+import { type PathKind, pathKind, requestId } from "../observe/access.ts";
+import { bindMetricSources, observeDbError, observeRequest } from "../observe/metrics.ts";
+import { uncaughtErrors } from "../process/uncaught_guard.ts";
+import { metricsOnMain, metricsRecorded, metricsResponse } from "./metrics_endpoint.ts";
 import { playgroundResponse } from "./playground.ts";
 import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
@@ -53,7 +53,7 @@ export interface AppDeps {
   health: HealthProbe;
   /** Template rendering and multipart decoding for declared routes (optional). */
   routeHooks?: RouteHooks;
-  /** Single sign-on endpoints under /auth/ (src/sso/mod.ts). */
+  /** Single sign-on endpoints under /auth/ (src/sso/endpoints.ts). */
   sso?: Sso;
   /** Set when this app is one worker of several: health and metrics cover every worker. */
   cluster?: Cluster;
@@ -61,7 +61,7 @@ export interface AppDeps {
   clientWatch?: ClientWatch;
 }
 
-/** What a worker asks its supervisor for (src/workers/). */
+/** What a worker asks its supervisor for (src/process/). */
 export interface Cluster {
   /** Number of workers. */
   count: number;

@@ -5,8 +5,8 @@
  * `If-None-Match` → 304, `Last-Modified`/`If-Modified-Since`, one `Range` → 206 (unsatisfiable
  * → 416; a list of ranges is ignored and the whole file sent), files streamed from disk.
  */
-import { SvcError } from "../errors.ts";
-import { errorResponse } from "./errors.ts";
+import { SvcError } from "../svc_error.ts";
+import { errorResponse } from "./error_response.ts";
 
 const TYPES: Record<string, string> = {
   html: "text/html; charset=utf-8",

@@ -6,10 +6,10 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { Config } from "../config/load.ts";
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 import { applyCors, corsApplies, isPreflight, preflight } from "./cors.ts";
 import { cspFor, isHtml, newNonce } from "./csp.ts";
-import { errorResponse } from "./errors.ts";
+import { errorResponse } from "./error_response.ts";
 
 /**
  * The surface's answer before the request proper: 431 for oversized headers, or the answer to a

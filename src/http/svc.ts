@@ -11,7 +11,7 @@ import {
   type RequestRole,
   type RequestTx,
 } from "../db/pool.ts";
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
 import { NeedRowTypes } from "../compile/parse_common.ts";
@@ -24,7 +24,7 @@ import { planWrite } from "../write/plan.ts";
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
 import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { resolveParams } from "../wellknown/mod.ts";
-import type { AppState } from "../runtime.ts";
+import type { AppState } from "../state/runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { markStreamed } from "./disconnect.ts";

@@ -6,8 +6,8 @@
  * file's real path (symlinks resolved) must stay inside the directory.
  */
 import { Eta } from "eta";
-import { SvcError } from "../errors.ts";
-import { log } from "../log.ts";
+import { SvcError } from "../svc_error.ts";
+import { log } from "../observe/log.ts";
 
 /** Renders named templates from one directory. */
 export class Templates {

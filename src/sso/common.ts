@@ -4,8 +4,8 @@
  * next login), and logging a protocol failure without tokens or assertions.
  */
 import type { Config } from "../config/load.ts";
-import { SvcError } from "../errors.ts";
-import { log } from "../log.ts";
+import { SvcError } from "../svc_error.ts";
+import { log } from "../observe/log.ts";
 
 /**
  * `<scheme>://<host>` of an entry: the entry's `public_host`, else `http.public_host`; the scheme

@@ -14,8 +14,8 @@ import type { Config, OpenIdConfig } from "../config/load.ts";
 import type { RequestRole } from "../db/pool.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { entryBasics, Lazy, reason, refuse } from "./common.ts";
-import { decodeQuery, randomToken, type StateCookies } from "./state.ts";
-import { SvcError } from "../errors.ts";
+import { decodeQuery, randomToken, type StateCookies } from "./login_state.ts";
+import { SvcError } from "../svc_error.ts";
 
 /** Seconds an ID token's `iat` may lie in the future (openid-client's own clock tolerance). */
 export const ID_TOKEN_SKEW = 30;

@@ -19,9 +19,9 @@ import { entryBasics, Lazy, reason, refuse } from "./common.ts";
 import { hasDtd, SamlInvalid, SamlUnknownKey, verifyResponse } from "./saml_verify.ts";
 import { metadataTiming } from "./saml_metadata.ts";
 import { claimOnce } from "../util/once.ts";
-import { SvcError } from "../errors.ts";
-import { decodeQuery, type StateCookies } from "./state.ts";
-import { log } from "../log.ts";
+import { SvcError } from "../svc_error.ts";
+import { decodeQuery, type StateCookies } from "./login_state.ts";
+import { log } from "../observe/log.ts";
 
 samlify.setSchemaValidator(xmllint);
 

@@ -9,7 +9,7 @@
  */
 import { Client } from "../pg/client.ts";
 import { type Config, connectionString, storeTable } from "../config/load.ts";
-import { log } from "../log.ts";
+import { log } from "../observe/log.ts";
 import { type OnceStore, storeFull } from "../util/once.ts";
 import { reason } from "./common.ts";
 

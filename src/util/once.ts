@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 
 /** Claims keys once per namespace until they expire. */
 export interface OnceStore {

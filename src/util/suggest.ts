@@ -2,7 +2,7 @@
  * "Did you mean …": the closest name by edit distance, for error messages that teach. A hint
  * names only what the request's role holds a privilege on (see {@link SuggestingError}).
  */
-import { type ErrorCode, SvcError } from "../errors.ts";
+import { type ErrorCode, SvcError } from "../svc_error.ts";
 
 /** Levenshtein distance between two strings (case-insensitive). */
 export function editDistance(a: string, b: string): number {

@@ -11,5 +11,5 @@ export {
   Registry,
   resolveParams,
   type WellKnown,
-} from "./load.ts";
+} from "./registry.ts";
 export { isParamType, jsonKind, matchesType, PARAM_TYPES } from "./params.ts";

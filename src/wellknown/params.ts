@@ -6,7 +6,7 @@
  * @module
  */
 import type { RelationNode } from "../compile/ast.ts";
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 
 /** A declared parameter of a well-known query. */
 export interface ParamDef {

@@ -9,7 +9,7 @@
 import type { LiteralValue, RelationNode, RootKeys } from "../compile/ast.ts";
 import { compileCondition } from "../compile/sql.ts";
 import type { Row } from "../db/tx.ts";
-import { invalid, SvcError } from "../errors.ts";
+import { invalid, SvcError } from "../svc_error.ts";
 import {
   deleteChildrenStatement,
   deleteRootStatement,
@@ -25,7 +25,7 @@ import {
   upsertStatement,
   valuesSetting,
 } from "./statements.ts";
-import type { DeleteStep, PlanNode, RowsStep, Stat, WritePlan } from "./types.ts";
+import type { DeleteStep, PlanNode, RowsStep, Stat, WritePlan } from "./plan_types.ts";
 import type { JsonValue } from "./values.ts";
 
 /** A random marker per process: a payload value cannot forge a check failure. */

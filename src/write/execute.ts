@@ -6,9 +6,9 @@
 import type { RootKeys } from "../compile/ast.ts";
 import type { Row, Tx } from "../db/tx.ts";
 import type { CompiledWrite } from "./compile.ts";
-import type { Stat } from "./types.ts";
+import type { Stat } from "./plan_types.ts";
 
-export type { Stat } from "./types.ts";
+export type { Stat } from "./plan_types.ts";
 
 /** SQL text run (ComplexResult `sql`). */
 export interface SqlResult {

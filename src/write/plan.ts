@@ -51,10 +51,10 @@
  */
 import type { JoinNode, RelationNode, SelectItem } from "../compile/ast.ts";
 import type { Column, Relation } from "../db/schema.ts";
-import { invalid, SvcError } from "../errors.ts";
+import { invalid, SvcError } from "../svc_error.ts";
 import { checkValue, isObject, type JsonValue } from "./values.ts";
 import { buildSteps } from "./steps.ts";
-import type { PlanNode, PlanRow, WritePlan } from "./types.ts";
+import type { PlanNode, PlanRow, WritePlan } from "./plan_types.ts";
 
 export type { JsonValue } from "./values.ts";
 export type { InputColumn } from "./statements.ts";
@@ -68,7 +68,7 @@ export type {
   Stat,
   WritePlan,
   WriteStep,
-} from "./types.ts";
+} from "./plan_types.ts";
 
 /** Escapes a key for a JSON pointer. */
 function esc(key: string): string {

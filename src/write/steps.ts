@@ -5,9 +5,16 @@
  * and a parent before its incoming children. Which rows go together and which columns each
  * statement takes; the SQL is compile.ts's. Pure: no I/O.
  */
-import { SvcError } from "../errors.ts";
+import { SvcError } from "../svc_error.ts";
 import type { InputColumn } from "./statements.ts";
-import type { DeleteStep, PlanNode, PlanRow, RowAction, RowsStep, WriteStep } from "./types.ts";
+import type {
+  DeleteStep,
+  PlanNode,
+  PlanRow,
+  RowAction,
+  RowsStep,
+  WriteStep,
+} from "./plan_types.ts";
 import type { JsonValue } from "./values.ts";
 
 interface Ctx {

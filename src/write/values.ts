@@ -5,7 +5,7 @@
  * Pure: no I/O.
  */
 import type { Column } from "../db/schema.ts";
-import { invalid } from "../errors.ts";
+import { invalid } from "../svc_error.ts";
 
 /** A JSON value as found in a write payload. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | {

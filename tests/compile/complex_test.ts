@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type ComplexQuery, parseBody } from "../../src/compile/complex.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 
 function bodyFails(body: unknown, code: string, details: Record<string, unknown>) {
   try {

@@ -4,7 +4,7 @@ import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL, rowsOf } from "./fixture.ts";
 import { type ParseOptions, parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 import { Blacklist } from "../../src/db/blacklist.ts";
 
 const uri = await chinookDb("errors", FIXTURE_SQL);

@@ -5,7 +5,7 @@ import { FIXTURE_SQL, rowsOf } from "./fixture.ts";
 import { parseGetQuery, parseWhere } from "../../src/compile/get.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 
 const uri = await chinookDb("gets", FIXTURE_SQL);
 const schema = await schemaOf(uri);

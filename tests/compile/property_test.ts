@@ -12,7 +12,7 @@ import { FIXTURE_SQL } from "./fixture.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import type { CompiledRead, CompileOptions } from "../../src/compile/ast.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 import type { Column, Relation } from "../../src/db/schema.ts";
 
 const uri = await chinookDb("props", FIXTURE_SQL);

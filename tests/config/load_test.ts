@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, connectionString, loadConfig } from "../../src/config/load.ts";
 import { KEYS } from "../../src/config/keys.ts";
-import { loadYaml } from "../../src/config/yaml.ts";
+import { loadYaml } from "../../src/formats/yaml.ts";
 
 await loadYaml();
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { emptyDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { Blacklist } from "../../src/db/blacklist.ts";
-import { databaseJson } from "../../src/typescript/json.ts";
+import { databaseJson } from "../../src/client/database_json.ts";
 
 const fixture = await Deno.readTextFile(new URL("../fixtures/kitchen.sql", import.meta.url));
 

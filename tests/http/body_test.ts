@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { decodeUtf8 } from "../../src/http/body.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 
 const enc = new TextEncoder();
 

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
-import { toSvcError } from "../../src/http/errors.ts";
+import { toSvcError } from "../../src/http/error_response.ts";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { cookie, now, startServer, token } from "../helpers/server.ts";
 

@@ -16,7 +16,7 @@ import { freshGet, metricValue, spawnSvc } from "../helpers/process.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
 import { Database, readJson, type RequestRole } from "../../src/db/pool.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 
 const FIXTURE = `
 create function add3(a int, b int, c int) returns int language sql immutable as $$ select a + b + c $$;

@@ -12,7 +12,7 @@ import {
   readCacheEntryBytes,
   readCacheStats,
 } from "../../src/http/svc.ts";
-import type { AppState } from "../../src/runtime.ts";
+import type { AppState } from "../../src/state/runtime.ts";
 
 Deno.test("read cache: distinct requests never grow it past 1000 entries or 8 MiB", async () => {
   const uri = await chinookDb("read_cache");

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { Templates } from "../../src/http/templates.ts";
 import { renderPage } from "../../src/http/render.ts";
-import { errorResponse } from "../../src/http/errors.ts";
+import { errorResponse } from "../../src/http/error_response.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-tpl-" });
 const dir = `${root}/templates`;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { RelationNode } from "../../src/compile/ast.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 import {
   decodeGetParam,
   matchesType,

@@ -13,7 +13,7 @@ import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import type { Schema } from "../../src/db/schema.ts";
 import type { Row, Tx } from "../../src/db/tx.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 import { compileWrite } from "../../src/write/compile.ts";
 import { executeWrite, type WriteResult } from "../../src/write/execute.ts";
 import { planWrite } from "../../src/write/plan.ts";

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { parseQuery } from "../../src/compile/parse.ts";
 import type { RelationNode } from "../../src/compile/ast.ts";
-import { SvcError } from "../../src/errors.ts";
+import { SvcError } from "../../src/svc_error.ts";
 import { planWrite, type WritePlan } from "../../src/write/plan.ts";
 import { cachedShapes, compileWrite, SHAPES_PER_QUERY } from "../../src/write/compile.ts";
 import { fakeSchema } from "./fake_schema.ts";

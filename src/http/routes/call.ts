@@ -5,10 +5,10 @@
  * `svc.route_stop`; every later statement is guarded by it (a CASE whose untaken branch is never
  * evaluated), so nothing after a terminating middleware runs.
  */
-import { SvcError } from "../../errors.ts";
+import { SvcError } from "../../svc_error.ts";
 import type { Database, RequestRole } from "../../db/pool.ts";
 import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
-import type { Route } from "./declare.ts";
+import type { Route } from "../../state/route_table.ts";
 import { UNSAFE_REDIRECT_SQL, unsafeRedirect } from "./response.ts";
 
 /** A statement with its bind parameters. */

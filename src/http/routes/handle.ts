@@ -7,9 +7,9 @@ import type { Config } from "../../config/load.ts";
 import type { Database, RequestRole } from "../../db/pool.ts";
 import type { Schema } from "../../db/schema.ts";
 import type { Sessions } from "../../auth/session.ts";
-import { SvcError } from "../../errors.ts";
-import { errorResponse } from "../errors.ts";
-import type { Route, RouteTable } from "./declare.ts";
+import { SvcError } from "../../svc_error.ts";
+import { errorResponse } from "../error_response.ts";
+import type { Route, RouteTable } from "../../state/route_table.ts";
 import { matchRoute, middlewareFor } from "./match.ts";
 import { buildRequest, decodeBody, type RouteHooks, type RouteRequest } from "./request.ts";
 import {

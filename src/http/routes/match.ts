@@ -4,7 +4,7 @@
  * HEAD follows GET; a matching path with another method yields the `Allow` list. Middleware
  * matches by segment prefix (`/` covers everything).
  */
-import type { PathPattern, Route, RouteTable } from "./declare.ts";
+import type { PathPattern, Route, RouteTable } from "../../state/route_table.ts";
 
 /** The outcome of matching a request. */
 export type Match =

@@ -5,8 +5,8 @@
  * only through a hook (else 415).
  */
 import { decodeUtf8, parseJson, readBodyBytes } from "../body.ts";
-import { SvcError } from "../../errors.ts";
-import type { Route } from "./declare.ts";
+import { SvcError } from "../../svc_error.ts";
+import type { Route } from "../../state/route_table.ts";
 
 /** Hooks other parts of svc plug into the route path. */
 export interface RouteHooks {

@@ -11,8 +11,8 @@
  * ({@link checkRedirect}, and the same rule in SQL for routes: {@link UNSAFE_REDIRECT_SQL}).
  */
 import type { Sessions } from "../../auth/session.ts";
-import { SvcError } from "../../errors.ts";
-import { log } from "../../log.ts";
+import { SvcError } from "../../svc_error.ts";
+import { log } from "../../observe/log.ts";
 import { isJsonType, mediaType, type RouteHooks } from "./request.ts";
 
 /** What applying a response needs. */

@@ -9,8 +9,8 @@ import {
   cookieHeader,
   setsCookie,
 } from "../../../src/http/routes/response.ts";
-import { SvcError } from "../../../src/errors.ts";
-import { configureLogging } from "../../../src/log.ts";
+import { SvcError } from "../../../src/svc_error.ts";
+import { configureLogging } from "../../../src/observe/log.ts";
 
 configureLogging({ level: "fatal", handler: "json", filter: {}, exclude: {} } as never);
 

@@ -1,0 +1,99 @@
+/**
+ * Serving and writing database.ts: GET /svc/database.ts (role-filtered, `?schemas=` intersected
+ * with `http.typescript.schemas`, ETag/If-None-Match) and the `typescript.helper_path` reload
+ * hook (temp file + rename).
+ */
+import type { Config } from "../config/load.ts";
+import type { AppState, ReloadHook } from "../state/runtime.ts";
+import { log } from "../observe/log.ts";
+import { generateClient, type Generated, type WellKnownDef } from "./generate.ts";
+
+/** Generated files per state, by role and schema selection (a reload makes a new state). */
+const cache = new WeakMap<AppState, Map<string, Promise<Generated>>>();
+
+function wellknownDefs(state: AppState): WellKnownDef[] {
+  return state.wellknown.list().map((w) => ({ ...w, node: state.wellknown.get(w.name).node }));
+}
+
+/** The schemas to export: `requested` (or all) intersected with the configured whitelist. */
+export function exportSchemas(cfg: Config, requested: string[] | null): string[] | null {
+  const allowed = cfg.http.typescript.schemas ?? null;
+  if (requested === null) return allowed;
+  return allowed === null ? requested : requested.filter((s) => allowed.includes(s));
+}
+
+/** The generated file for a role and schema selection, cached for the state's lifetime. */
+export function clientFor(
+  state: AppState,
+  role: string | null,
+  schemas: string[] | null,
+): Promise<Generated> {
+  let m = cache.get(state);
+  if (!m) cache.set(state, m = new Map());
+  const k = JSON.stringify([role, schemas]);
+  let g = m.get(k);
+  if (!g) {
+    g = generateClient(state.schema, wellknownDefs(state), { role, schemas });
+    m.set(k, g);
+  }
+  return g;
+}
+
+/** Answers GET /svc/database.ts for a role. */
+export async function databaseTsResponse(
+  cfg: Config,
+  state: AppState,
+  role: string,
+  url: URL,
+  ifNoneMatch: string | undefined,
+): Promise<Response> {
+  const raw = url.searchParams.get("schemas");
+  const requested = raw === null ? null : raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const g = await clientFor(state, role, exportSchemas(cfg, requested));
+  const etag = `"${g.hash.slice(0, 32)}"`;
+  const headers = {
+    "content-type": "application/typescript; charset=utf-8",
+    etag,
+    "cache-control": "no-cache",
+  };
+  const tags = (ifNoneMatch ?? "").split(",").map((t) => t.trim().replace(/^W\//, ""));
+  if (tags.includes(etag) || tags.includes("*")) {
+    return new Response(null, { status: 304, headers });
+  }
+  return new Response(g.text, { status: 200, headers });
+}
+
+/**
+ * The reload hook writing `typescript.helper_path`: the anonymous role's view (everything when
+ * that role does not exist), limited to `http.typescript.schemas`. Failures are logged, never
+ * fail the reload.
+ */
+export function helperPathHook(cfg: Config, path: string): ReloadHook {
+  return async (state) => {
+    try {
+      const role = state.anonymousExists ? cfg.pg.query.anonymous_role : null;
+      const g = await clientFor(state, role, exportSchemas(cfg, null));
+      await writeAtomically(path, g.text);
+      log.info("wrote {path}", { path });
+    } catch (e) {
+      log.error("could not write typescript.helper_path {path}: {error}", {
+        path,
+        error: (e as Error).message,
+      });
+    }
+  };
+}
+
+/** Writes a file through a temporary file in the same directory and a rename. */
+export async function writeAtomically(path: string, text: string): Promise<void> {
+  const slash = path.lastIndexOf("/");
+  const dir = slash >= 0 ? path.slice(0, slash) || "/" : ".";
+  const tmp = `${dir}/.${path.slice(slash + 1)}.${crypto.randomUUID()}.tmp`;
+  await Deno.writeTextFile(tmp, text);
+  try {
+    await Deno.rename(tmp, path);
+  } catch (e) {
+    await Deno.remove(tmp).catch(() => {});
+    throw e;
+  }
+}

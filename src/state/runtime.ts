@@ -1,0 +1,252 @@
+/**
+ * The live state (schema model, well-known queries) and its reload (DECISIONS.md §7): hold new
+ * requests → drain in-flight ones (then cancel them) → run `reload.cmd` → re-introspect and
+ * reload well-known queries → swap atomically → release. A failed reload keeps the old state.
+ */
+import type { Config } from "../config/load.ts";
+import { connectionString } from "../config/load.ts";
+import { Blacklist } from "../db/blacklist.ts";
+import { introspect } from "../db/introspect.ts";
+import type { Schema } from "../db/schema.ts";
+import { loadWellKnown, type Registry } from "../wellknown/mod.ts";
+import { log } from "../observe/log.ts";
+import { declareRoutes, type RouteTable } from "./route_table.ts";
+import { metrics } from "../observe/metrics.ts";
+
+/** Everything a request reads, swapped as one value. */
+export interface AppState {
+  schema: Schema;
+  wellknown: Registry;
+  /** Whether `pg.query.anonymous_role` exists (else anonymous access is disabled). */
+  anonymousExists: boolean;
+  /** Declared routes and middleware, rebuilt with the schema. */
+  routes: RouteTable;
+  loadedAt: Date;
+}
+
+/** Hooks run during a reload after the new state is built (e.g. writing database.ts). */
+export type ReloadHook = (state: AppState) => Promise<void> | void;
+
+/** Holds the state, counts in-flight requests and performs reloads. */
+export class Runtime {
+  state: AppState | null = null;
+  #inflight = new Set<AbortController>();
+  #held = 0;
+  #hold: Promise<void> | null = null;
+  #release: (() => void) | null = null;
+  #idle: (() => void) | null = null;
+  #reloading: Promise<boolean> | null = null;
+  hooks: ReloadHook[] = [];
+  #markLoaded!: () => void;
+  /** Resolves when a state is first in place. */
+  readonly loaded: Promise<void> = new Promise((r) => (this.#markLoaded = r));
+
+  /** Creates the runtime for a configuration. */
+  constructor(readonly cfg: Config) {}
+
+  /** Enters a request: waits while a reload holds requests. Returns its abort signal and exit. */
+  async enter(): Promise<{ signal: AbortSignal; leave: () => void }> {
+    if (this.#hold) {
+      this.#held++;
+      try {
+        while (this.#hold) await this.#hold;
+      } finally {
+        this.#held--;
+      }
+    }
+    const ac = new AbortController();
+    this.#inflight.add(ac);
+    return {
+      signal: ac.signal,
+      leave: () => {
+        this.#inflight.delete(ac);
+        if (this.#inflight.size === 0) this.#idle?.();
+      },
+    };
+  }
+
+  /** Number of requests in flight. */
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  /** Number of requests held by a reload (waiting to enter). */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** Waits up to `seconds` for in-flight requests, then aborts the rest. */
+  async drain(seconds: number): Promise<void> {
+    if (this.#inflight.size === 0) return;
+    const idle = new Promise<void>((r) => (this.#idle = r));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((
+      r,
+    ) => (timer = setTimeout(() => r("timeout"), seconds * 1000)));
+    const outcome = await Promise.race([idle, timeout]);
+    clearTimeout(timer);
+    this.#idle = null;
+    if (outcome === "timeout") {
+      log.warn("drain timeout: cancelling {count} in-flight request(s)", {
+        count: this.#inflight.size,
+      });
+      for (const ac of this.#inflight) ac.abort(new Error("cancelled by reload"));
+    }
+  }
+
+  /** Reloads (or loads, at startup). Concurrent calls share one reload. Returns success. */
+  reload(reason: "startup" | "signal"): Promise<boolean> {
+    this.#reloading ??= this.#doReload(reason).finally(() => (this.#reloading = null));
+    return this.#reloading;
+  }
+
+  /**
+   * Holds new requests and drains in-flight ones (cancelling them after `reload.drain_timeout`).
+   * Returns once no request is in flight; {@link release} lets held requests go on. With several
+   * workers the supervisor holds every worker this way before it runs `reload.cmd` once.
+   */
+  async hold(): Promise<void> {
+    if (!this.#hold) this.#hold = new Promise((r) => (this.#release = r));
+    await this.drain(this.cfg.reload.drain_timeout);
+  }
+
+  /** Ends a {@link hold}, swapping in `state` first when given. */
+  release(state?: AppState): void {
+    if (state) {
+      this.state = state;
+      this.#markLoaded();
+    }
+    this.#hold = null;
+    this.#release?.();
+    this.#release = null;
+  }
+
+  async #doReload(reason: "startup" | "signal"): Promise<boolean> {
+    const t0 = performance.now();
+    let next: AppState | undefined;
+    try {
+      await this.hold();
+      next = await reloadState(this.cfg, reason, this.hooks);
+      recordReload(reason, next, t0);
+      return true;
+    } catch (e) {
+      recordReloadFailure(reason, e, t0);
+      return false;
+    } finally {
+      this.release(next);
+    }
+  }
+}
+
+/**
+ * The startup load: `reload("startup")` until it succeeds, backing off from 250 ms to 5 s between
+ * tries, or until `stopping()` (shutdown began first).
+ */
+export async function loadUntilReady(
+  reload: () => Promise<boolean>,
+  stopping: () => boolean,
+): Promise<void> {
+  let delay = 250;
+  while (!stopping()) {
+    if (await reload()) return;
+    log.warn("database not ready; retrying in {ms} ms", { ms: delay });
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 5000);
+  }
+}
+
+/** Runs `reload.cmd` (when set), builds a fresh state and runs the reload hooks on it. */
+export async function reloadState(
+  cfg: Config,
+  reason: "startup" | "signal",
+  hooks: ReloadHook[],
+): Promise<AppState> {
+  if (cfg.reload.cmd) await runReloadCmd(cfg.reload.cmd, reason, cfg.reload.timeout);
+  const state = await buildState(cfg);
+  for (const hook of hooks) await hook(state);
+  return state;
+}
+
+/** Counts and logs a successful reload that started at `t0` (performance.now()). */
+export function recordReload(reason: string, state: AppState, t0: number): void {
+  metrics.reloads.inc({ reason, outcome: "ok" });
+  metrics.reloadDuration.observe((performance.now() - t0) / 1000);
+  log.info(
+    "{reason} reload done in {ms} ms: {relations} relations, {wellknown} well-known queries",
+    {
+      reason,
+      ms: Math.round(performance.now() - t0),
+      relations: state.schema.relations.size,
+      wellknown: state.wellknown.list().length,
+      introspection_ms: Math.round(state.schema.durationMs),
+    },
+  );
+}
+
+/** Counts and logs a failed reload (the previous state is kept). */
+export function recordReloadFailure(reason: string, e: unknown, t0: number): void {
+  metrics.reloads.inc({ reason, outcome: "failed" });
+  metrics.reloadDuration.observe((performance.now() - t0) / 1000);
+  log.error("{reason} reload failed, keeping the previous state: {error}", {
+    reason,
+    error: (e as Error).message,
+  });
+}
+
+/** Builds a fresh state: introspection, then well-known queries compiled against it. */
+export async function buildState(cfg: Config): Promise<AppState> {
+  const blacklist = new Blacklist(cfg.blacklist);
+  for (const message of blacklist.warnings) log.warn("{message}", { message });
+  const schema = await introspect(connectionString(cfg), blacklist);
+  const wellknown = await loadWellKnown(schema, cfg.pg.query.wellknown_path, {
+    maxDepth: cfg.pg.query.max_depth,
+  });
+  for (const w of wellknown.warnings) {
+    log.warn("well-known queries: {message} ({files})", {
+      name: w.name ?? "(file)",
+      message: w.message,
+      files: w.files.join(", "),
+    });
+  }
+  const anonymousExists = schema.roles.has(cfg.pg.query.anonymous_role);
+  if (!anonymousExists) {
+    log.warn("anonymous role {role} does not exist: anonymous access is disabled", {
+      role: cfg.pg.query.anonymous_role,
+    });
+  }
+  const routes = declareRoutes(schema, cfg.route, cfg.pg.query.anonymous_role);
+  for (const w of routes.warnings) log.warn("routes: {message}", { message: w });
+  return { schema, wellknown, anonymousExists, routes, loadedAt: new Date() };
+}
+
+/** Runs `reload.cmd` with `sh -c` under a timeout; throws on failure or timeout. */
+export async function runReloadCmd(
+  cmd: string,
+  reason: string,
+  timeoutSeconds: number,
+): Promise<void> {
+  const child = new Deno.Command("sh", {
+    args: ["-c", cmd],
+    env: { SVC_RELOAD_REASON: reason },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<"timeout">((
+    r,
+  ) => (timer = setTimeout(() => r("timeout"), timeoutSeconds * 1000)));
+  const result = await Promise.race([child.output(), timeout]);
+  clearTimeout(timer);
+  if (result === "timeout") {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await child.status;
+    throw new Error(`reload.cmd timed out after ${timeoutSeconds} s`);
+  }
+  if (!result.success) {
+    const err = new TextDecoder().decode(result.stderr).trim();
+    throw new Error(`reload.cmd exited with ${result.code}${err ? `: ${err}` : ""}`);
+  }
+}
