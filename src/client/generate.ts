@@ -6,7 +6,7 @@
 import type { Expr, RelationNode } from "../compile/ast.ts";
 import type { Column, ForeignKey, Func, Relation, Schema } from "../db/schema.ts";
 import { canExecute, canSelect } from "../db/schema.ts";
-import type { ParamDef } from "../wellknown/mod.ts";
+import type { ParamDef } from "../wellknown/registry.ts";
 import { CLIENT_SOURCE } from "./client_source.ts";
 import { columnType, key, lit, tsType } from "./type_map.ts";
 import denoJson from "../../deno.json" with { type: "json" };

@@ -22,8 +22,7 @@ import { checkRole } from "./role.ts";
 import { schemaOids, visibleTo } from "../client/visible.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { type PathKind, pathKind, requestId } from "../observe/access.ts";
-import { bindMetricSources, observeDbError, observeRequest } from "../observe/metrics.ts";
-import { uncaughtErrors } from "../process/uncaught_guard.ts";
+import { observeDbError, observeRequest } from "../observe/metrics.ts";
 import { metricsOnMain, metricsRecorded, metricsResponse } from "./metrics_endpoint.ts";
 import { playgroundResponse } from "./playground.ts";
 import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
@@ -79,16 +78,6 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const { cfg, db, runtime, sessions } = deps;
   const app = new Hono<Env>();
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
-  bindMetricSources({
-    pool: () => db.stats(),
-    wellknown: () => {
-      const wk = runtime.state?.wellknown;
-      if (!wk) return null;
-      return { active: wk.size, deactivated: wk.warnings.filter((w) => w.name).length };
-    },
-    tokenCache: () => sessions.cacheStats(),
-    uncaught: uncaughtErrors,
-  });
   // HTTP surface (static files, CORS, CSP, limits): src/http/{surface,static,cors,csp}.ts.
   const statics = staticDirs(cfg.http.static.path);
   app.use("*", httpSurface(cfg));

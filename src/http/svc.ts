@@ -23,7 +23,7 @@ import { parseGetQuery } from "../compile/get.ts";
 import { planWrite } from "../write/plan.ts";
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
 import { type CompiledWrite, compileWrite } from "../write/compile.ts";
-import { resolveParams } from "../wellknown/mod.ts";
+import { resolveParams } from "../wellknown/registry.ts";
 import type { AppState } from "../state/runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
 import { capRowSize } from "../compile/rowsize.ts";

@@ -12,7 +12,6 @@ import {
   resetSync,
 } from "@logtape/logtape";
 import { prettyFormatter } from "@logtape/pretty";
-import type { Config } from "../config/load.ts";
 
 /** The service's root logger (category `svc`). */
 export const log: Logger = getLogger(["svc"]);
@@ -37,12 +36,20 @@ export function attributeFilter(
   };
 }
 
+/** The `logging` section of the configuration (the keys `logging.*`). */
+export interface LoggingOptions {
+  handler: "pretty" | "json";
+  level: "debug" | "info" | "warn" | "error";
+  filter: Record<string, string>;
+  exclude: Record<string, string>;
+}
+
 /**
  * Configures logging from the `logging` section (idempotent). `context` is added to every record
  * (a worker adds `{worker: n}` so the lines of one process can be told apart).
  */
 export function configureLogging(
-  cfg: Config["logging"],
+  cfg: LoggingOptions,
   context?: Record<string, unknown>,
 ): void {
   resetSync();

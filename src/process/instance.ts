@@ -14,7 +14,8 @@ import { Database, type PoolStats } from "../db/pool.ts";
 import { HealthProbe } from "../db/health.ts";
 import { loadUntilReady, Runtime } from "../state/runtime.ts";
 import { type Cluster, createApp } from "../http/server.ts";
-import { installProcessGuard } from "./uncaught_guard.ts";
+import { installProcessGuard, uncaughtErrors } from "./uncaught_guard.ts";
+import { bindMetricSources } from "../observe/metrics.ts";
 import { announce, publicUrl } from "./startup.ts";
 import { ignoredEnv } from "../config/env.ts";
 import { createSso } from "../sso/endpoints.ts";
@@ -82,6 +83,16 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   const routeHooks = surfaceHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
   const clientWatch = new ClientWatch();
+  bindMetricSources({
+    pool: () => db.stats(),
+    wellknown: () => {
+      const wk = runtime.state?.wellknown;
+      if (!wk) return null;
+      return { active: wk.size, deactivated: wk.warnings.filter((w) => w.name).length };
+    },
+    tokenCache: () => sessions.cacheStats(),
+    uncaught: uncaughtErrors,
+  });
   const app = createApp({
     cfg,
     db,

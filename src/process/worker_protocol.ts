@@ -6,7 +6,7 @@
  */
 import type { Config } from "../config/load.ts";
 import type { Schema } from "../db/schema.ts";
-import type { LoadWarning, WellKnown } from "../wellknown/mod.ts";
+import type { LoadWarning, WellKnown } from "../wellknown/registry.ts";
 
 /** The part of the live state the supervisor builds once and hands to every worker. */
 export interface SharedState {

@@ -7,7 +7,7 @@
  */
 import type { Config } from "../config/load.ts";
 import type { AppState } from "../state/runtime.ts";
-import { Registry } from "../wellknown/mod.ts";
+import { Registry } from "../wellknown/registry.ts";
 import { declareRoutes } from "../state/route_table.ts";
 import type { SharedState } from "./worker_protocol.ts";
 

@@ -8,7 +8,7 @@ import { connectionString } from "../config/load.ts";
 import { Blacklist } from "../db/blacklist.ts";
 import { introspect } from "../db/introspect.ts";
 import type { Schema } from "../db/schema.ts";
-import { loadWellKnown, type Registry } from "../wellknown/mod.ts";
+import { loadWellKnown, type Registry } from "../wellknown/registry.ts";
 import { log } from "../observe/log.ts";
 import { declareRoutes, type RouteTable } from "./route_table.ts";
 import { metrics } from "../observe/metrics.ts";

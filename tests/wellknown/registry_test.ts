@@ -8,7 +8,7 @@ import {
   type Registry,
   resolveParams,
   type WellKnown,
-} from "../../src/wellknown/mod.ts";
+} from "../../src/wellknown/registry.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 
 const MAX_DEPTH = 8;
