@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer, type TestServer } from "../helpers/server.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { WHOLE_BODY_MAX } from "../../src/http/body.ts";
+import { WHOLE_BODY_MAX } from "../../src/request/body.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-static-" });
 const d1 = `${root}/one`, d2 = `${root}/two`, outside = `${root}/outside`;

@@ -4,7 +4,7 @@
  * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
  * only through a hook (else 415).
  */
-import { decodeUtf8, parseJson, readBodyBytes } from "../body.ts";
+import { decodeUtf8, parseJson, readBodyBytes } from "../../request/body.ts";
 import { SvcError } from "../../svc_error.ts";
 import type { Route } from "../../state/route_table.ts";
 

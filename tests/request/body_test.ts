@@ -3,7 +3,7 @@
  * same text, and invalid bytes are 400 QUERY_INVALID on both sides of the fast path's size limit.
  */
 import assert from "node:assert/strict";
-import { decodeUtf8 } from "../../src/http/body.ts";
+import { decodeUtf8 } from "../../src/request/body.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
 const enc = new TextEncoder();

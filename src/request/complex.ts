@@ -4,7 +4,7 @@
  * flags and their combinations; the allow_* gates are the executor's business.
  */
 import { type ErrorCode, SvcError } from "../svc_error.ts";
-import { ptr } from "./parse.ts";
+import { ptr } from "../compile/parse.ts";
 
 /** One request of a body: what to run and which ComplexQuery flags were given. */
 export interface ComplexQuery {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type ComplexQuery, parseBody } from "../../src/compile/complex.ts";
+import { type ComplexQuery, parseBody } from "../../src/request/complex.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
 function bodyFails(body: unknown, code: string, details: Record<string, unknown>) {

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
-import { FIXTURE_SQL, rowsOf } from "./fixture.ts";
-import { parseGetQuery, parseWhere } from "../../src/compile/get.ts";
+import { FIXTURE_SQL, rowsOf } from "../compile/fixture.ts";
+import { parseGetQuery, parseWhere } from "../../src/request/query_string.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import { SvcError } from "../../src/svc_error.ts";

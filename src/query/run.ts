@@ -18,16 +18,16 @@ import { NeedRowTypes } from "../compile/parse_common.ts";
 import { selectableRelations, usableCandidates } from "../db/privileges.ts";
 import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import { compileRead } from "../compile/sql.ts";
-import { type ComplexQuery, parseBody } from "../compile/complex.ts";
-import { parseGetQuery } from "../compile/get.ts";
+import { type ComplexQuery, parseBody } from "../request/complex.ts";
+import { parseGetQuery } from "../request/query_string.ts";
 import { planWrite } from "../write/plan.ts";
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
 import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { resolveParams } from "../wellknown/registry.ts";
 import type { AppState } from "../state/runtime.ts";
-import { parseJson, readBodyText, requireJson } from "./body.ts";
+import { parseJson, readBodyText, requireJson } from "../request/body.ts";
 import { capRowSize } from "../compile/rowsize.ts";
-import { markStreamed } from "./disconnect.ts";
+import { markStreamed } from "../http/disconnect.ts";
 
 /** What the handler needs per request. */
 export interface SvcContext {
