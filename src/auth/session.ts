@@ -7,6 +7,7 @@
  * @module
  */
 import { jwtVerify, SignJWT } from "jose";
+import { BoundedCache } from "../util/bounded_cache.ts";
 
 /** HMAC algorithms a session may be signed with. */
 export type SessionAlgorithm = "HS256" | "HS384" | "HS512";
@@ -139,10 +140,7 @@ function deepFreeze<T>(value: T): T {
 export class Sessions {
   readonly #cfg: Readonly<SessionConfig>;
   readonly #secret: Uint8Array<ArrayBuffer>;
-  readonly #cacheSize: number;
-  readonly #cacheBytes: number;
-  readonly #cache = new Map<string, Claims>();
-  #bytes = 0;
+  readonly #cache: BoundedCache<string, Claims>;
   #hits = 0;
   #misses = 0;
   #key: Promise<CryptoKey> | undefined;
@@ -180,8 +178,11 @@ export class Sessions {
       throw new RangeError("session cacheBytes must be a non-negative integer");
     }
     this.#secret = secret.slice();
-    this.#cacheSize = cacheSize;
-    this.#cacheBytes = cacheBytes;
+    this.#cache = new BoundedCache({
+      maxEntries: cacheSize,
+      maxBytes: cacheBytes,
+      bytes: cacheEntryBytes,
+    });
     this.#cfg = Object.freeze({ ...config, secret: this.#secret, cacheSize, cacheBytes });
   }
 
@@ -202,32 +203,14 @@ export class Sessions {
    * entries and their estimated bytes ({@link cacheEntryBytes}).
    */
   cacheStats(): { hits: number; misses: number; size: number; bytes: number } {
-    return { hits: this.#hits, misses: this.#misses, size: this.#cache.size, bytes: this.#bytes };
-  }
-
-  #forget(token: string): void {
-    if (this.#cache.delete(token)) this.#bytes -= cacheEntryBytes(token);
+    const cache = this.#cache;
+    return { hits: this.#hits, misses: this.#misses, size: cache.size, bytes: cache.bytes };
   }
 
   /** Time checks applied on every verification, cached or not. */
   #timeValid(claims: Claims, now: number): boolean {
     return claims.exp > now && claims.iat <= now + CLOCK_SKEW &&
       claims.auth_time <= now + CLOCK_SKEW;
-  }
-
-  #remember(token: string, claims: Claims): void {
-    const bytes = cacheEntryBytes(token);
-    if (this.#cacheSize === 0 || bytes > this.#cacheBytes) return;
-    this.#forget(token);
-    while (
-      this.#cache.size >= this.#cacheSize || this.#bytes + bytes > this.#cacheBytes
-    ) {
-      const oldest = this.#cache.keys().next();
-      if (oldest.done) break;
-      this.#forget(oldest.value);
-    }
-    this.#cache.set(token, claims);
-    this.#bytes += bytes;
   }
 
   /**
@@ -242,17 +225,15 @@ export class Sessions {
         return null;
       }
       if (!isFiniteNumber(now)) return null;
+      // A hit moves the entry to the cache's young end (LRU).
       const cached = this.#cache.get(token);
       if (cached !== undefined) {
         if (cached.exp <= now) {
-          this.#forget(token);
+          this.#cache.delete(token);
           return null;
         }
         if (!this.#timeValid(cached, now)) return null;
         this.#hits++;
-        // Refresh the entry's LRU position.
-        this.#cache.delete(token);
-        this.#cache.set(token, cached);
         return cached;
       }
       this.#misses++;
@@ -267,7 +248,7 @@ export class Sessions {
       if (typeof role !== "string" || role.length === 0) return null;
       const claims: Claims = deepFreeze({ ...payload, role, iat, exp, auth_time: authTime });
       if (!this.#timeValid(claims, now)) return null;
-      this.#remember(token, claims);
+      this.#cache.set(token, claims);
       return claims;
     } catch {
       return null;
@@ -309,7 +290,7 @@ export class Sessions {
     }
     // What a verifier will decode from the token (JSON round trip drops undefined etc.).
     const minted: Claims = deepFreeze(JSON.parse(JSON.stringify(payload)));
-    this.#remember(token, minted);
+    this.#cache.set(token, minted);
     return { token, claims: minted };
   }
 

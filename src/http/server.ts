@@ -12,7 +12,7 @@ import { SvcError } from "../svc_error.ts";
 import type { AppState, Runtime } from "../state/runtime.ts";
 import { log } from "../observe/log.ts";
 import { errorResponse } from "./error_response.ts";
-import { handleGet, handlePost, type SvcContext } from "../query/run.ts";
+import { handleGet, handlePost, type SvcContext } from "./svc_endpoint.ts";
 import { databaseJson } from "../client/database_json.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";

@@ -1,5 +1,5 @@
 /**
- * The compiled-read cache (src/query/run.ts) is bounded by entries and by estimated bytes: through
+ * The compiled-read cache (src/query/cache.ts) is bounded by entries and by estimated bytes: through
  * real HTTP, more distinct reads than it holds leave it at its caps, and the class itself evicts
  * least recently used entries to stay within both.
  */
@@ -11,7 +11,7 @@ import {
   ReadCache,
   readCacheEntryBytes,
   readCacheStats,
-} from "../../src/query/run.ts";
+} from "../../src/query/cache.ts";
 import type { AppState } from "../../src/state/runtime.ts";
 
 Deno.test("read cache: distinct requests never grow it past 1000 entries or 8 MiB", async () => {

@@ -1,0 +1,39 @@
+/**
+ * The query endpoint's HTTP side: POST /svc (reads, writes, ComplexQuery flags, batches; JSON
+ * body) and GET /svc (the read-only query-string form). Reads the request, hands it to the query
+ * stage (src/query/run.ts) and answers its body as JSON.
+ *
+ * @module
+ */
+import { readBodyText, requireJson } from "../request/body.ts";
+import type { Body, QueryContext } from "../query/context.ts";
+import { runGet, runPost } from "../query/run.ts";
+import { markStreamed } from "./disconnect.ts";
+import { StreamingAnswer } from "./answer_body.ts";
+
+/** What the endpoint needs per request: the query stage's context without the answer sink. */
+export type SvcContext = Omit<QueryContext, "sink">;
+
+const newSink: QueryContext["sink"] = (stream) => new StreamingAnswer(stream);
+
+/** A JSON response of a body (a stream is marked so its connection stays watched while sent). */
+export function jsonResponse(body: Body): Response {
+  const res = new Response(body as BodyInit, { headers: { "content-type": "application/json" } });
+  return body instanceof ReadableStream ? markStreamed(res) : res;
+}
+
+/** POST /svc. */
+export async function handlePost(ctx: SvcContext, req: Request): Promise<Response> {
+  requireJson(req);
+  const text = await readBodyText(
+    req,
+    ctx.cfg.http.max_body_size,
+    ctx.cfg.http.body_timeout * 1000,
+  );
+  return jsonResponse(await runPost({ ...ctx, sink: newSink }, text));
+}
+
+/** GET /svc: the same read from the query string. */
+export async function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
+  return jsonResponse(await runGet({ ...ctx, sink: newSink }, url));
+}

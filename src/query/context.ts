@@ -1,0 +1,43 @@
+/**
+ * What the query stage works with per request (src/query/run.ts): the configuration, the pool,
+ * the live state and the request's role, and the shape of an answer's body.
+ *
+ * @module
+ */
+import type { Config } from "../config/load.ts";
+import type { Database, RequestRole } from "../db/pool.ts";
+import type { AppState } from "../state/runtime.ts";
+
+/** The body of an answer: whole bytes or text, or a stream. */
+export type Body = Uint8Array | string | ReadableStream<Uint8Array>;
+
+/**
+ * Where an answer's bytes go while its transaction runs (the HTTP layer's response body,
+ * src/http/answer_body.ts): held while small, streamed with back-pressure once large.
+ */
+export interface AnswerSink {
+  /** Whether bytes were handed to the client already (the status is then sent). */
+  readonly streaming: boolean;
+  /** Appends bytes (never written to afterwards). */
+  push(b: Uint8Array): void;
+  /** Streams what is held once there is enough of it; resolves when the client can take more. */
+  flush(): Promise<void> | undefined;
+  /** Resolves when every byte handed to the client was taken; rejects when the client is gone. */
+  settled(): Promise<void>;
+  /** The whole answer, when it never outgrew the buffer. */
+  bytes(): Uint8Array;
+  /** Sends what is left and ends the stream. */
+  end(): Promise<void>;
+  /** Ends the stream with an error: the client sees a truncated answer. */
+  abort(e: unknown): void;
+}
+
+/** What the query stage needs per request. */
+export interface QueryContext {
+  cfg: Config;
+  db: Database;
+  state: AppState;
+  who: RequestRole;
+  /** A sink for an answer built in a transaction; `stream` gets its body once it streams. */
+  sink: (stream: (body: ReadableStream<Uint8Array>) => void) => AnswerSink;
+}

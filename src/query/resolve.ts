@@ -1,0 +1,140 @@
+/**
+ * Resolution of a query position: an ad-hoc Relation (parsed and validated against the schema
+ * model) or `{wellknown, params}` (the loaded query and its bound parameters). A query casting to
+ * row types asks PostgreSQL which of them the role may SELECT; an unknown name's "did you mean"
+ * hint is completed with what the role holds a privilege on.
+ *
+ * @module
+ */
+import { SvcError } from "../svc_error.ts";
+import type { RelationNode } from "../compile/ast.ts";
+import { parseQuery } from "../compile/parse.ts";
+import { NeedRowTypes } from "../compile/parse_common.ts";
+import type { RequestTx } from "../db/pool.ts";
+import { selectableRelations, usableCandidates } from "../db/privileges.ts";
+import { type Candidate, SuggestingError } from "../util/suggest.ts";
+import { resolveParams } from "../wellknown/registry.ts";
+import { CACHE_MAX_KEY, writeQueries } from "./cache.ts";
+import type { QueryContext } from "./context.ts";
+
+/** A resolved query position. */
+export interface Resolved {
+  node: RelationNode;
+  params?: Record<string, unknown>;
+  /** The query casts to row types, allowed by the role's privileges of this request: not cached. */
+  rowTyped?: boolean;
+}
+
+/** Whether `v` is a plain JSON object. */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/**
+ * Resolves a query position (see {@link resolveQuery}); a query casting to row types is parsed
+ * again once PostgreSQL has said which of them the role may SELECT (inside `tx` when given).
+ */
+export async function resolve(
+  ctx: QueryContext,
+  query: unknown,
+  pointer: string,
+  tx?: RequestTx,
+): Promise<Resolved> {
+  try {
+    return resolveQuery(ctx, query, pointer);
+  } catch (e) {
+    if (!(e instanceof NeedRowTypes)) throw e;
+    const rowTypes = tx
+      ? await selectableRelations(tx, e.relations)
+      : await ctx.db.transaction(ctx.who, (t) => selectableRelations(t, e.relations));
+    return { ...resolveQuery(ctx, query, pointer, rowTypes), rowTyped: true };
+  }
+}
+
+/**
+ * Completes the "did you mean" hint of an unknown-name error with what the request's role holds
+ * a privilege on (asked of PostgreSQL; when that fails, no hint naming a database object).
+ */
+export async function settleHint(ctx: QueryContext, e: unknown): Promise<void> {
+  if (!(e instanceof SuggestingError) || e.settled) return;
+  const candidates = e.suggest.candidates;
+  let usable = new Set<Candidate>(candidates.filter((c) => c.need === undefined));
+  if (usable.size < candidates.length) {
+    try {
+      const ok = await ctx.db.transaction(ctx.who, (tx) => usableCandidates(tx, candidates));
+      usable = new Set(candidates.filter((c, i) => c.need === undefined || ok.has(i)));
+    } catch { /* no hint */ }
+  }
+  e.settle((c) => usable.has(c));
+}
+
+/** Resolves a query position: an ad-hoc Relation or `{wellknown, params}`. */
+export function resolveQuery(
+  ctx: QueryContext,
+  query: unknown,
+  pointer: string,
+  rowTypes?: ReadonlySet<number>,
+): Resolved {
+  if (isObject(query) && "wellknown" in query) {
+    const name = query.wellknown;
+    if (typeof name !== "string") {
+      throw new SvcError("QUERY_INVALID", "wellknown must be a string", {
+        details: { pointer: `${pointer}/wellknown` },
+      });
+    }
+    for (const k of Object.keys(query)) {
+      if (k !== "wellknown" && k !== "params") {
+        throw new SvcError("QUERY_INVALID", `unknown field "${k}" next to wellknown`, {
+          details: { pointer: `${pointer}/${k}` },
+        });
+      }
+    }
+    const wk = ctx.state.wellknown.get(name);
+    return { node: wk.node, params: resolveParams(wk, query.params ?? {}, pointer) };
+  }
+  const node = parseQuery(ctx.state.schema, query, {
+    maxDepth: ctx.cfg.pg.query.max_depth,
+    pointer,
+    role: ctx.who.role,
+    rowTypes,
+  });
+  const max = ctx.cfg.pg.query.max_joins;
+  if (countJoins(node) > max) {
+    throw new SvcError(
+      "QUERY_INVALID",
+      `a query joins at most ${max} relations (pg.query.max_joins)`,
+      {
+        details: { pointer, limit: "pg.query.max_joins" },
+      },
+    );
+  }
+  return { node };
+}
+
+/** Joins in a query tree, at every depth. */
+function countJoins(node: RelationNode): number {
+  let n = 0;
+  for (const j of node.joins) n += 1 + countJoins(j.node);
+  return n;
+}
+
+/**
+ * Resolves a write's query position (see {@link resolve}), an ad-hoc one through
+ * {@link writeQueries} (not one casting to row types: that depends on the role's privileges).
+ */
+export async function resolveWrite(
+  ctx: QueryContext,
+  query: unknown,
+  pointer: string,
+  tx?: RequestTx,
+): Promise<Resolved> {
+  if (!isObject(query) || "wellknown" in query) return await resolve(ctx, query, pointer, tx);
+  const text = JSON.stringify(query);
+  if (text.length > CACHE_MAX_KEY) return await resolve(ctx, query, pointer, tx);
+  const key = `${ctx.who.role}\0${pointer}\0${text}`;
+  const hit = writeQueries.get(ctx.state, key);
+  if (hit) return { node: hit };
+  const r = await resolve(ctx, query, pointer, tx);
+  if (!r.rowTyped) writeQueries.set(key, r.node);
+  return r;
+}
