@@ -18,7 +18,7 @@ import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { routeInfo } from "../state/route_table.ts";
 import { databaseTsResponse, helperPathHook } from "../client/endpoint.ts";
-import { checkRole } from "./role.ts";
+import { checkRole } from "../auth/roles.ts";
 import { schemaOids, visibleTo } from "../client/visible.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { type PathKind, pathKind, requestId } from "../observe/access.ts";
