@@ -1,20 +1,66 @@
 /**
- * The one check of a request's role, shared by every path that acts as it (the query endpoint,
- * database.json, routes, the generated client): a session's role is accepted only if it exists
- * and the connecting role can switch to it (`pg_has_role(session_user, role, 'MEMBER')`, read
- * with the schema at introspection). Anonymous requests need the anonymous role to exist.
+ * The role rules, in one place: who a request runs as, which session roles svc refuses before
+ * any SQL, the statement that switches a transaction to the request's role, and what a failed
+ * switch means.
+ *
+ * PostgreSQL decides who may be what: the role switch (`set_config('role', …)`) fails for a role
+ * the connecting user is not a member of. svc refuses up front only what it can know from the
+ * schema read at introspection: a session's role is accepted if it exists and the connecting role
+ * can switch to it (`pg_has_role(session_user, role, 'MEMBER')`); anonymous requests need the
+ * anonymous role to exist. The one role PostgreSQL always allows is the connecting user itself,
+ * so a token naming the authenticator would run with the authenticator's own privileges; svc
+ * refuses it (401 AUTH_ROLE_INVALID). Every path that acts as the request's role (the query
+ * endpoint, database.json, routes, the generated client) goes through these rules.
+ *
+ * @module
  */
-import type { RequestRole } from "../db/pool.ts";
-import { canAssume } from "../db/schema.ts";
 import { SvcError } from "../svc_error.ts";
-import type { AppState } from "../state/runtime.ts";
+import type { Statement } from "../pg/connection.ts";
+
+/** Who a request runs as. */
+export interface RequestRole {
+  role: string;
+  /** Session claims, or null when anonymous (set as JSON `null`). */
+  claims: Record<string, unknown> | null;
+  /** Aborting it cancels the request's running statement (reload drain timeout, shutdown). */
+  signal?: AbortSignal;
+  /** The request's `X-Request-Id`, set as `svc.request_id` for the transaction. */
+  requestId?: string;
+}
+
+/** What the schema read at introspection says about roles (see src/db/schema.ts). */
+export interface RoleFacts {
+  /** Every role that exists. */
+  roles: ReadonlySet<string>;
+  /** Roles the connecting role can switch to (undefined: not known, every role). */
+  switchableRoles?: ReadonlySet<string>;
+  /** The connecting role. */
+  currentUser?: string;
+}
+
+/** Whether a session's role is usable: it exists and the connecting role can switch to it. */
+export function canAssume(facts: RoleFacts, role: string): boolean {
+  if (!facts.roles.has(role)) return false;
+  return facts.switchableRoles === undefined || facts.switchableRoles.has(role);
+}
+
+/** Throws AUTH_ROLE_INVALID when a session's `role` is the role svc connects as. */
+export function checkAssumable(role: string, connectingUser: string | undefined): void {
+  if (connectingUser !== undefined && role === connectingUser) {
+    throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be assumed");
+  }
+}
 
 /**
  * Throws the query path's errors for an unusable role: 401 AUTH_ANONYMOUS_DISABLED when an
  * anonymous request meets no anonymous role, 401 AUTH_ROLE_INVALID when a session's role does not
  * exist or cannot be assumed by the connecting role.
  */
-export function checkRole(state: AppState, who: RequestRole, anonymous: boolean): void {
+export function checkRole(
+  state: { anonymousExists: boolean; schema: RoleFacts },
+  who: RequestRole,
+  anonymous: boolean,
+): void {
   if (anonymous) {
     if (!state.anonymousExists) {
       throw new SvcError("AUTH_ANONYMOUS_DISABLED", "anonymous access is disabled; log in first");
@@ -24,4 +70,28 @@ export function checkRole(state: AppState, who: RequestRole, anonymous: boolean)
   if (!canAssume(state.schema, who.role)) {
     throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
   }
+}
+
+const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +
+  "set_config('statement_timeout', $3, true), set_config('svc.request_id', $4, true)";
+
+/**
+ * The statement switching a transaction to the request's role, with its claims, statement
+ * timeout (ms) and request id. It is a statement of its own because privileges are checked per
+ * statement.
+ */
+export function setRole(who: RequestRole, statementTimeout: number): Statement {
+  return {
+    sql: SET_ROLE,
+    params: [who.role, JSON.stringify(who.claims), String(statementTimeout), who.requestId ?? ""],
+  };
+}
+
+/** A failed role switch means the session's role is unusable: 401, no database text. */
+export function roleError(e: unknown): unknown {
+  const code = (e as { code?: string }).code;
+  if (code === "22023" || code === "42501" || code === "42704") {
+    return new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be assumed");
+  }
+  return e;
 }

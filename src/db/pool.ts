@@ -16,43 +16,13 @@ import { log } from "../observe/log.ts";
 import { metrics } from "../observe/metrics.ts";
 import { deadline } from "../util/deadline.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "./bind_limit.ts";
-
-/** A failed role switch means the session's role is unusable: 401, no database text. */
-function roleError(e: unknown): unknown {
-  const code = (e as { code?: string }).code;
-  if (code === "22023" || code === "42501" || code === "42704") {
-    return new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be assumed");
-  }
-  return e;
-}
-
-/** Who a request runs as. */
-export interface RequestRole {
-  role: string;
-  /** Session claims, or null when anonymous (set as JSON `null`). */
-  claims: Record<string, unknown> | null;
-  /** Aborting it cancels the request's running statement (reload drain timeout, shutdown). */
-  signal?: AbortSignal;
-  /** The request's `X-Request-Id`, set as `svc.request_id` for the transaction. */
-  requestId?: string;
-}
-
-const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +
-  "set_config('statement_timeout', $3, true), set_config('svc.request_id', $4, true)";
+import { type RequestRole, roleError, setRole } from "../auth/roles.ts";
 
 const BEGIN: Statement = { sql: "begin" };
 const COMMIT: Statement = { sql: "commit" };
 const ROLLBACK: Statement = { sql: "rollback" };
 /** A SQL NULL row of a streamed read, as JSON. */
 const NULL_JSON = new TextEncoder().encode("null");
-
-/** The statement setting the transaction's role, claims, statement timeout and request id. */
-function setRole(who: RequestRole, statementTimeout: number): Statement {
-  return {
-    sql: SET_ROLE,
-    params: [who.role, JSON.stringify(who.claims), String(statementTimeout), who.requestId ?? ""],
-  };
-}
 
 /** A transaction on a leased connection. */
 export interface RequestTx extends Tx {

@@ -230,12 +230,6 @@ export function canExecute(schema: Schema, role: string, fn: Func, ignorePublic 
   return false;
 }
 
-/** Whether a session's role is usable: it exists and the connecting role can switch to it. */
-export function canAssume(schema: Schema, role: string): boolean {
-  if (!schema.roles.has(role)) return false;
-  return schema.switchableRoles === undefined || schema.switchableRoles.has(role);
-}
-
 /** Whether `role` holds USAGE on a schema (directly, inherited or PUBLIC), or owns it. */
 export function hasSchemaUsage(schema: Schema, role: string, ns: string): boolean {
   const usage = schema.schemaUsage.get(ns);

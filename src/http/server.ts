@@ -6,7 +6,8 @@
 import { type Context, Hono } from "hono";
 import type { HealthProbe } from "../db/health.ts";
 import type { Config } from "../config/load.ts";
-import type { Database, PoolStats, RequestRole } from "../db/pool.ts";
+import type { Database, PoolStats } from "../db/pool.ts";
+import type { RequestRole } from "../auth/roles.ts";
 import type { Sessions } from "../auth/session.ts";
 import { SvcError } from "../svc_error.ts";
 import type { AppState, Runtime } from "../state/runtime.ts";
@@ -18,7 +19,6 @@ import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { routeInfo } from "../state/route_table.ts";
 import { databaseTsResponse, helperPathHook } from "../client/endpoint.ts";
-import { checkRole } from "../auth/roles.ts";
 import { schemaOids, visibleTo } from "../client/visible.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { type PathKind, pathKind, requestId } from "../observe/access.ts";
@@ -27,7 +27,7 @@ import { metricsOnMain, metricsRecorded, metricsResponse } from "./metrics_endpo
 import { playgroundResponse } from "./playground.ts";
 import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
-import { checkAssumable } from "../auth/assume.ts";
+import { checkAssumable, checkRole } from "../auth/roles.ts";
 import { type ClientWatch, isStreamed } from "./disconnect.ts";
 
 /** Per-request values shared between middleware and handlers. */

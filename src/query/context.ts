@@ -5,7 +5,8 @@
  * @module
  */
 import type { Config } from "../config/load.ts";
-import type { Database, RequestRole } from "../db/pool.ts";
+import type { Database } from "../db/pool.ts";
+import type { RequestRole } from "../auth/roles.ts";
 import type { AppState } from "../state/runtime.ts";
 
 /** The body of an answer: whole bytes or text, or a stream. */

@@ -7,7 +7,8 @@
  * render hook: the same code as declared routes (`applyHttpResponse`). An unsafe `redirect` is
  * refused (400 HTTP_UNSAFE_REDIRECT) before the transaction commits.
  */
-import type { Database, RequestRole } from "../db/pool.ts";
+import type { Database } from "../db/pool.ts";
+import type { RequestRole } from "../auth/roles.ts";
 import type { Sessions } from "../auth/session.ts";
 import { applyHttpResponse, checkRedirect } from "../http/routes/response.ts";
 import type { RouteHooks } from "../http/routes/request.ts";

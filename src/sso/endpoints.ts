@@ -6,7 +6,8 @@
  * reload resolves them again (IdP metadata, OIDC discovery and keys).
  */
 import type { Config } from "../config/load.ts";
-import type { Database, RequestRole } from "../db/pool.ts";
+import type { Database } from "../db/pool.ts";
+import type { RequestRole } from "../auth/roles.ts";
 import type { Sessions } from "../auth/session.ts";
 import { SvcError } from "../svc_error.ts";
 import { errorResponse } from "../http/error_response.ts";

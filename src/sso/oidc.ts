@@ -11,7 +11,7 @@ import * as client from "openid-client";
 import { base64url } from "jose";
 import { join } from "node:path";
 import type { Config, OpenIdConfig } from "../config/load.ts";
-import type { RequestRole } from "../db/pool.ts";
+import type { RequestRole } from "../auth/roles.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { entryBasics, Lazy, reason, refuse } from "./common.ts";
 import { decodeQuery, randomToken, type StateCookies } from "./login_state.ts";

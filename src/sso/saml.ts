@@ -12,7 +12,7 @@
 import * as samlify from "samlify";
 import * as xmllint from "@authenio/samlify-xmllint-wasm";
 import type { Config, SamlConfig } from "../config/load.ts";
-import type { RequestRole } from "../db/pool.ts";
+import type { RequestRole } from "../auth/roles.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { loadOrCreateSpKeys, type SpKeyPair } from "./certs.ts";
 import { entryBasics, Lazy, reason, refuse } from "./common.ts";

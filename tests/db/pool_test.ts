@@ -5,7 +5,8 @@
  * does not wait for held reservations.
  */
 import assert from "node:assert/strict";
-import { Database, readJson, type RequestRole } from "../../src/db/pool.ts";
+import { Database, readJson } from "../../src/db/pool.ts";
+import type { RequestRole } from "../../src/auth/roles.ts";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { waitFor } from "../helpers/wait.ts";
 

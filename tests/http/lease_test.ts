@@ -15,7 +15,8 @@ import { ConfigError } from "../../src/config/load.ts";
 import { freshGet, metricValue, spawnSvc } from "../helpers/process.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
-import { Database, readJson, type RequestRole } from "../../src/db/pool.ts";
+import { Database, readJson } from "../../src/db/pool.ts";
+import type { RequestRole } from "../../src/auth/roles.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
 const FIXTURE = `

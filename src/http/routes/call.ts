@@ -6,7 +6,8 @@
  * evaluated), so nothing after a terminating middleware runs.
  */
 import { SvcError } from "../../svc_error.ts";
-import type { Database, RequestRole } from "../../db/pool.ts";
+import type { Database } from "../../db/pool.ts";
+import type { RequestRole } from "../../auth/roles.ts";
 import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
 import type { Route } from "../../state/route_table.ts";
 import { UNSAFE_REDIRECT_SQL, unsafeRedirect } from "./response.ts";

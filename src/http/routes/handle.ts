@@ -4,7 +4,8 @@
  * `/svc` and static files (in a transaction of its own, just before the request proper).
  */
 import type { Config } from "../../config/load.ts";
-import type { Database, RequestRole } from "../../db/pool.ts";
+import type { Database } from "../../db/pool.ts";
+import type { RequestRole } from "../../auth/roles.ts";
 import type { Schema } from "../../db/schema.ts";
 import type { Sessions } from "../../auth/session.ts";
 import { SvcError } from "../../svc_error.ts";
