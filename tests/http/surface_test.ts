@@ -372,6 +372,27 @@ Deno.test("limits: bodies read as a stream (over 16 KiB, or chunked) → 408 whe
   assert.doesNotMatch(whole.text, /HTTP_BODY/);
 });
 
+Deno.test("one request path: /sv%63 is /svc; HEAD /svc is GET's status and headers, no body", async () => {
+  const init = {
+    method: "POST",
+    headers: { "content-type": "application/json", origin: "https://app.example" },
+    body: JSON.stringify({ relation: "genre", limit: 2 }),
+  };
+  const plain = await fetch(`${srv.url}/svc`, init);
+  const encoded = await fetch(`${srv.url}/sv%63`, init);
+  for (const res of [plain, encoded]) {
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("access-control-allow-origin"), "https://app.example");
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+    assert.equal((await res.json()).length, 2);
+  }
+  const head = await fetch(`${srv.url}/svc?relation=genre&limit=1`, { method: "HEAD" });
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get("content-type"), "application/json");
+  assert.match(head.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/);
+  assert.equal(await head.text(), "");
+});
+
 Deno.test({
   name: "teardown",
   async fn() {

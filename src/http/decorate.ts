@@ -1,0 +1,34 @@
+/**
+ * The last step of every request (src/http/server.ts): CORS headers (not under `/auth/`),
+ * `X-Content-Type-Options: nosniff` on every response and a nonce-carrying CSP on HTML responses
+ * that do not set their own.
+ *
+ * @module
+ */
+import type { Config } from "../config/load.ts";
+import { applyCors, corsApplies } from "./cors.ts";
+import { cspFor, isHtml, newNonce } from "./csp.ts";
+
+/**
+ * The surface's headers on a response (CORS, nosniff, CSP on HTML); a response whose headers
+ * are immutable (a fetched one) is copied first. Returns the response to send.
+ */
+export function decorate(cfg: Config, req: Request, path: string, res: Response): Response {
+  const { cors, csp } = cfg.http;
+  const withCors = corsApplies(path);
+  const decorate = (h: Headers) => {
+    if (withCors) applyCors(cors, req.headers.get("origin"), h);
+    h.set("x-content-type-options", "nosniff");
+    if (isHtml(h.get("content-type")) && !h.has("content-security-policy")) {
+      h.set("content-security-policy", cspFor(csp, newNonce()));
+    }
+  };
+  try {
+    decorate(res.headers);
+  } catch {
+    // Immutable headers (a fetched response): copy it.
+    res = new Response(res.body, res);
+    decorate(res.headers);
+  }
+  return res;
+}

@@ -1,0 +1,189 @@
+/**
+ * The fourth step of every request (src/http/server.ts): the one dispatch table. In order:
+ * declared routes and the middleware ahead of a path (src/http/routes/; never for `/auth…` and
+ * `/svc/health…`), the fixed paths (`/svc`, `/svc/health…`, `/svc/database.json`,
+ * `/svc/database.ts`, `/svc/metrics`, `/svc/playground`, `/auth…`), then static files; anything
+ * else is 404 HTTP_NOT_FOUND. HEAD is answered by a fixed path's GET handler.
+ *
+ * @module
+ */
+import type { Config } from "../config/load.ts";
+import type { Database } from "../db/pool.ts";
+import type { HealthProbe } from "../db/health.ts";
+import type { Sessions } from "../auth/session.ts";
+import { checkRole, type RequestRole } from "../auth/roles.ts";
+import { SvcError } from "../svc_error.ts";
+import type { PathKind } from "../observe/access.ts";
+import type { Runtime } from "../state/runtime.ts";
+import { routeInfo } from "../state/route_table.ts";
+import { databaseJson } from "../client/database_json.ts";
+import { databaseTsResponse } from "../client/endpoint.ts";
+import { schemaOids, visibleTo } from "../client/visible.ts";
+import type { Sso } from "../sso/endpoints.ts";
+import { errorResponse } from "./error_response.ts";
+import { metricsOnMain, metricsResponse } from "./metrics_endpoint.ts";
+import { playgroundResponse } from "./playground.ts";
+import { routeHandler } from "./routes/handle.ts";
+import type { RouteHooks } from "./routes/request.ts";
+import { serveStatic, staticDirs } from "./static.ts";
+import { handleGet, handlePost, type SvcContext } from "./svc_endpoint.ts";
+import type { PoolStats } from "../db/pool.ts";
+
+/** A request being dispatched; handlers may set `kind` and clear `setCookie`. */
+export interface Call {
+  req: Request;
+  /** The request's method (HEAD included). */
+  method: string;
+  /** The decoded path. */
+  path: string;
+  who: RequestRole;
+  anonymous: boolean;
+  /** The access log's and metrics' path kind (a declared route sets "route"). */
+  kind: PathKind;
+  /** The session renewal to send; null once an answer carries its own session cookie. */
+  setCookie: string | null;
+}
+
+/** What a worker asks its supervisor for (src/process/). */
+export interface Cluster {
+  /** Number of workers. */
+  count: number;
+  /** Pool figures summed over every worker. */
+  poolStats(): Promise<PoolStats>;
+  /** The Prometheus text of every worker and the supervisor, aggregated. */
+  metricsText(): Promise<string>;
+}
+
+/** What the dispatch table needs. */
+export interface DispatchDeps {
+  cfg: Config;
+  db: Database;
+  runtime: Runtime;
+  sessions: Sessions;
+  health: HealthProbe;
+  /** Template rendering and multipart decoding for declared routes (optional). */
+  routeHooks?: RouteHooks;
+  /** Single sign-on endpoints under /auth/ (src/sso/endpoints.ts). */
+  sso?: Sso;
+  /** Set when this server is one worker of several: health and metrics cover every worker. */
+  cluster?: Cluster;
+}
+
+type Handler = (call: Call) => Response | Promise<Response>;
+
+/** The dispatch of a configuration: the request's answer (throws a failure). */
+export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response> {
+  const { cfg, db, runtime } = deps;
+  const statics = staticDirs(cfg.http.static.path);
+  const routes = routeHandler({ cfg, db, sessions: deps.sessions, hooks: deps.routeHooks });
+
+  /** The state and role for a request acting as its role, enforcing anonymous-access rules. */
+  const svcContext = (call: Call): SvcContext => {
+    const state = runtime.state;
+    if (!state) throw new SvcError("PG_UNAVAILABLE", "the database is not available yet");
+    checkRole(state, call.who, call.anonymous);
+    return { cfg, db, state, who: call.who };
+  };
+
+  // Health never waits for the request pool: live needs no database, ready asks through the
+  // probe's own connection within 1 s. A pool whose every connection is overdue (leased past the
+  // statement timeout without progress: wedged until the lease deadline closes them) is not ready.
+  const ready: Handler = async () => {
+    const cluster = deps.cluster;
+    const pool = cluster ? await cluster.poolStats() : db.stats();
+    const wedged = pool.overdue > 0 && pool.overdue >= pool.size;
+    const ok = runtime.state !== null && !wedged && await deps.health.ready();
+    return Response.json(
+      {
+        status: ok ? "ok" : "unavailable",
+        loaded: runtime.state !== null,
+        pool,
+        ...(cluster ? { workers: cluster.count } : {}),
+      },
+      { status: ok ? 200 : 503 },
+    );
+  };
+
+  /** Fixed paths → method (HEAD: its GET) → handler; `*`: any other method. */
+  const fixed = new Map<string, Record<string, Handler>>();
+  fixed.set("/svc", {
+    POST: (call) => handlePost(svcContext(call), call.req),
+    GET: (call) => handleGet(svcContext(call), new URL(call.req.url)),
+    "*": (call) =>
+      errorResponse(
+        new SvcError("QUERY_METHOD_NOT_ALLOWED", "use GET or POST on /svc"),
+        { dev: cfg.dev, anonymous: call.anonymous },
+        { allow: "GET, HEAD, POST" },
+      ),
+  });
+  fixed.set("/svc/health/live", { GET: () => Response.json({ status: "ok" }) });
+  fixed.set("/svc/health/ready", { GET: ready });
+  fixed.set("/svc/health", { GET: ready });
+  fixed.set("/svc/database.json", {
+    GET: async (call) => {
+      const ctx = svcContext(call);
+      const schema = ctx.state.schema;
+      const visible = await db.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+      return Response.json(
+        databaseJson(
+          schema,
+          ctx.who.role,
+          ctx.state.wellknown.list(),
+          routeInfo(ctx.state.routes),
+          visible,
+        ),
+      );
+    },
+  });
+  if (cfg.http.typescript.enable) {
+    fixed.set("/svc/database.ts", {
+      GET: (call) => {
+        const ctx = svcContext(call);
+        const url = new URL(call.req.url);
+        const etag = call.req.headers.get("if-none-match") ?? undefined;
+        return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, etag);
+      },
+    });
+  }
+  if (metricsOnMain(cfg)) {
+    fixed.set("/svc/metrics", { GET: () => metricsResponse(deps.cluster?.metricsText) });
+  }
+  if (cfg.http.playground.enable) fixed.set("/svc/playground", { GET: playgroundResponse });
+
+  // Single sign-on (src/sso/): the callback's own session cookie replaces a renewal.
+  const auth: Handler = async (call) => {
+    if (!deps.sso) throw new SvcError("HTTP_NOT_FOUND", "not found");
+    const out = await deps.sso.handle(call.req, call.who, call.anonymous);
+    if (out.sessionCookieSet) call.setCookie = null;
+    return out.response;
+  };
+
+  return async (call) => {
+    const path = call.path;
+    const isAuth = path === "/auth" || path.startsWith("/auth/");
+    // Declared routes, then middleware ahead of /svc and static files (docs/routes.md).
+    const state = runtime.state;
+    if (
+      state !== null && !isAuth && !path.startsWith("/svc/health") &&
+      (state.routes.routes.length > 0 || state.routes.middleware.length > 0)
+    ) {
+      const request = { request: call.req, who: call.who, anonymous: call.anonymous };
+      const route = await routes.route(state, request);
+      if (route) call.kind = "route";
+      const done = route ?? await routes.ahead(state, request);
+      if (done) {
+        if (done.session) call.setCookie = null;
+        return done.response;
+      }
+    }
+    if (isAuth) return await auth(call);
+    const methods = fixed.get(path);
+    if (methods) {
+      const handler = methods[call.method === "HEAD" ? "GET" : call.method] ?? methods["*"];
+      if (handler) return await handler(call);
+    }
+    const file = await serveStatic(statics, call.req);
+    if (file) return file;
+    throw new SvcError("HTTP_NOT_FOUND", "not found");
+  };
+}

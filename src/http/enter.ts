@@ -1,0 +1,25 @@
+/**
+ * The second step of every request (src/http/server.ts): the reload gate. A request waits while a
+ * reload holds requests, then counts as in flight until it leaves; aborting its signal (a drain
+ * past its timeout, shutdown) cancels it. Health checks are never held by a reload or a drain (an
+ * orchestrator must always get its answer).
+ *
+ * @module
+ */
+import type { Runtime } from "../state/runtime.ts";
+
+/** A request's place among the in-flight ones. */
+export interface Gate {
+  /** Aborted when the request must stop (drain timeout, shutdown). */
+  signal: AbortSignal;
+  /** Leaves (the request's statements are done; a streamed answer may still be sent). */
+  leave: () => void;
+}
+
+/** The gate of requests that a reload never holds (health checks). */
+export const UNGATED: Gate = { signal: new AbortController().signal, leave: () => {} };
+
+/** Enters a request on `path`: waits while a reload holds requests (not for health checks). */
+export function enter(runtime: Runtime, path: string): Gate | Promise<Gate> {
+  return path.startsWith("/svc/health") ? UNGATED : runtime.enter();
+}

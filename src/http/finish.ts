@@ -1,0 +1,57 @@
+/**
+ * The fifth step of every request (src/http/server.ts): the answer of a failure, then the session
+ * cookie and the request id added to the response (copying one whose headers are immutable), the
+ * request counted (`svc_http_requests_total`, its duration) and its access line written.
+ *
+ * @module
+ */
+import { SvcError } from "../svc_error.ts";
+import { log } from "../observe/log.ts";
+import { observeDbError, observeRequest } from "../observe/metrics.ts";
+import type { PathKind } from "../observe/access.ts";
+import { errorResponse } from "./error_response.ts";
+
+/** The error answer of a failed request (an unexpected error is logged with its stack). */
+export function failure(e: Error, dev: boolean, anonymous: boolean): Response {
+  if (!(e instanceof SvcError) && !(e as { code?: string }).code) {
+    log.error("unhandled error: {error}", { error: e.stack ?? String(e) });
+  }
+  observeDbError((e as { code?: unknown }).code);
+  return errorResponse(e, { dev, anonymous });
+}
+
+/** What the access line and the metrics say of a request. */
+export interface Finished {
+  /** `performance.now()` when the request came. */
+  t0: number;
+  requestId: string;
+  kind: PathKind;
+  method: string;
+  path: string;
+  setCookie: string | null;
+  role: string | undefined;
+}
+
+/** Adds the session cookie and request id, counts the request, logs it; the response to send. */
+export function finish(res: Response, t: Finished, record: boolean): Response {
+  if (t.setCookie) res.headers.append("set-cookie", t.setCookie);
+  try {
+    res.headers.set("x-request-id", t.requestId);
+  } catch {
+    // Immutable headers (e.g. Response.redirect): copy the response to add ours.
+    res = new Response(res.body, res);
+    res.headers.set("x-request-id", t.requestId);
+  }
+  const ms = performance.now() - t.t0;
+  if (record) observeRequest(t.kind, res.status, ms / 1000);
+  log.info("{method} {path} {status} {duration_ms} ms {role} {request_id}", {
+    method: t.method,
+    path: t.path,
+    kind: t.kind,
+    status: res.status,
+    duration_ms: Math.round(ms * 100) / 100,
+    role: t.role,
+    request_id: t.requestId,
+  });
+  return res;
+}
