@@ -29,6 +29,7 @@ import { playgroundResponse } from "./playground.ts";
 import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
 import { checkAssumable } from "../auth/assume.ts";
+import { type Identity, requestAuth } from "../auth/bearer.ts";
 import { type ClientWatch, isStreamed } from "./disconnect.ts";
 
 /** Per-request values shared between middleware and handlers. */
@@ -78,6 +79,8 @@ const UNGATED = { signal: new AbortController().signal, leave: () => {} };
 export function createApp(deps: AppDeps): Hono<Env> {
   const { cfg, db, runtime, sessions } = deps;
   const app = new Hono<Env>();
+  // Bearer tokens and the session cookie (src/auth/bearer.ts).
+  const auth = requestAuth(cfg.jwt, sessions);
   const errCtx = (anonymous: boolean) => ({ dev: cfg.dev, anonymous });
   bindMetricSources({
     pool: () => db.stats(),
@@ -110,9 +113,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
       anonymous: boolean;
       setCookie: string | null;
       unwatch: (() => void) | undefined;
+      credential: Identity;
     }
   > => {
-    const session = await sessions.resolve(req.headers.get("cookie"));
+    const session = await auth.resolve(req.headers);
     // A client that goes away cancels its statement, as reload and shutdown do (also while a
     // large answer streams). A plain controller fed by two listeners: AbortSignal.any measured
     // dearer per request. Both sources belong to this request alone (the shared UNGATED one of
@@ -133,14 +137,15 @@ export function createApp(deps: AppDeps): Hono<Env> {
       info,
       () => ac.abort(new DOMException("the client went away", "AbortError")),
     );
-    const claims = session.claims;
+    const role = session.role;
     return {
-      who: claims
-        ? { role: claims.role, claims, signal, requestId: rid }
+      who: role !== null
+        ? { role, claims: session.claims, signal, requestId: rid }
         : { role: cfg.pg.query.anonymous_role, claims: null, signal, requestId: rid },
-      anonymous: !claims,
+      anonymous: role === null,
       setCookie: session.setCookie,
       unwatch,
+      credential: session,
     };
   };
   const recording = metricsRecorded(cfg);
@@ -158,8 +163,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
       path: string;
       setCookie: string | null;
       role: string | undefined;
+      credential?: Identity;
     },
   ): Response => {
+    if (t.credential) res = auth.bearerAnswer(res, t.credential);
     if (t.setCookie) res.headers.append("set-cookie", t.setCookie);
     try {
       res.headers.set("x-request-id", t.rid);
@@ -192,13 +199,17 @@ export function createApp(deps: AppDeps): Hono<Env> {
     c.set("anonymous", true);
     c.set("setCookie", null);
     let unwatch: (() => void) | undefined;
+    let credential: Identity | undefined;
     try {
       const id = await identify(c.req.raw, rid, gate, c.env as Deno.ServeHandlerInfo | undefined);
       unwatch = id.unwatch;
+      credential = id.credential;
       c.set("setCookie", id.setCookie);
       c.set("who", id.who);
       c.set("anonymous", id.anonymous);
       try {
+        // A refused Bearer token is answered, never run as the anonymous role.
+        if (id.credential.error) throw id.credential.error;
         // A token naming the connecting role would run as the authenticator itself.
         if (!id.anonymous) checkAssumable(id.who.role, runtime.state?.schema.currentUser);
         await next();
@@ -219,6 +230,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
         path: c.req.path,
         setCookie: c.get("setCookie"),
         role: c.get("who")?.role,
+        credential,
       });
       if (out !== res) {
         c.res = undefined;
@@ -372,10 +384,12 @@ export function createApp(deps: AppDeps): Hono<Env> {
     let setCookie: string | null = null;
     let who: RequestRole | undefined;
     let unwatch: (() => void) | undefined;
+    let credential: Identity | undefined;
     let res: Response;
     try {
       const id = await identify(req, rid, gate, info);
-      ({ who, anonymous, setCookie, unwatch } = id);
+      ({ who, anonymous, setCookie, unwatch, credential } = id);
+      if (credential.error) throw credential.error;
       if (!anonymous) checkAssumable(who.role, runtime.state?.schema.currentUser);
       const state = runtime.state;
       const answer = routed(state, path)
@@ -398,7 +412,16 @@ export function createApp(deps: AppDeps): Hono<Env> {
       gate.leave();
     }
     if (unwatch && !isStreamed(res)) unwatch();
-    res = finishRequest(res, { t0, rid, kind, method, path, setCookie, role: who?.role });
+    res = finishRequest(res, {
+      t0,
+      rid,
+      kind,
+      method,
+      path,
+      setCookie,
+      role: who?.role,
+      credential,
+    });
     return surfaceDecorate(cfg, req, path, res);
   };
   const viaHono = app.fetch;
