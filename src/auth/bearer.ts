@@ -77,13 +77,21 @@ export class RequestAuth {
     const token = bearerToken(headers.get("authorization"));
     if (token === undefined) {
       const s = await this.#sessions.resolve(headers.get("cookie"), now);
-      return { role: s.claims?.role ?? null, claims: s.claims, setCookie: s.setCookie, bearer: false, error: null };
+      return {
+        role: s.claims?.role ?? null,
+        claims: s.claims,
+        setCookie: s.setCookie,
+        bearer: false,
+        error: null,
+      };
     }
     try {
       const { role, claims } = await this.#verify(token, now);
       return { role, claims, setCookie: null, bearer: true, error: null };
     } catch (e) {
-      const error = e instanceof SvcError ? e : new SvcError("AUTH_TOKEN_INVALID", "the bearer token is not valid");
+      const error = e instanceof SvcError
+        ? e
+        : new SvcError("AUTH_TOKEN_INVALID", "the bearer token is not valid");
       log.debug("bearer token refused: {reason}", { reason: error.message });
       return { role: null, claims: null, setCookie: null, bearer: true, error };
     }

@@ -303,7 +303,11 @@ export class Jwks {
 
   async #select(header: JWSHeaderParameters): Promise<CryptoKey[]> {
     try {
-      return [await (this.#set!(header as Parameters<JWTVerifyGetKey>[0], undefined as never) as Promise<CryptoKey>)];
+      return [
+        await (this.#set!(header as Parameters<JWTVerifyGetKey>[0], undefined as never) as Promise<
+          CryptoKey
+        >),
+      ];
     } catch (e) {
       if (!(e instanceof joseErrors.JWKSMultipleMatchingKeys)) throw e;
       const keys: CryptoKey[] = [];

@@ -59,7 +59,11 @@ Deno.test("a Bearer HS token runs as its role on reads, the GET form, writes and
   });
   assert.equal(anon.status, 403);
 
-  const batch = await srv.post("/svc", [{ function: "whoami" }, { function: "whoami" }], bearer(tok));
+  const batch = await srv.post(
+    "/svc",
+    [{ function: "whoami" }, { function: "whoami" }],
+    bearer(tok),
+  );
   assert.equal(batch.status, 200);
   const items = await batch.json() as { usr: string }[][];
   assert.deepEqual(items.map((rows) => rows[0].usr), ["member", "member"]);
@@ -131,19 +135,24 @@ Deno.test("refused Bearer tokens are 401 AUTH_TOKEN_INVALID, never anonymous", a
     "no exp": await token({ role: "member", iat: t }),
     "issued in the future": await token({ role: "member", iat: t + 3600, exp: t + 7200 }),
     "too old a session": await token({ ...claims, auth_time: t - 700000 }),
-    "tampered payload": (await token(claims)).replace(/\.[^.]+\./, `.${btoa('{"role":"editor"}')}.`),
+    "tampered payload": (await token(claims)).replace(
+      /\.[^.]+\./,
+      `.${btoa('{"role":"editor"}')}.`,
+    ),
     "not a JWT": "garbage",
     "RS256 without jwt.jwks_url": await new SignJWT(claims).setProtectedHeader({ alg: "RS256" })
-      .sign((await crypto.subtle.generateKey(
-        {
-          name: "RSASSA-PKCS1-v1_5",
-          modulusLength: 2048,
-          publicExponent: new Uint8Array([1, 0, 1]),
-          hash: "SHA-256",
-        },
-        true,
-        ["sign", "verify"],
-      )).privateKey),
+      .sign(
+        (await crypto.subtle.generateKey(
+          {
+            name: "RSASSA-PKCS1-v1_5",
+            modulusLength: 2048,
+            publicExponent: new Uint8Array([1, 0, 1]),
+            hash: "SHA-256",
+          },
+          true,
+          ["sign", "verify"],
+        )).privateKey,
+      ),
   };
   for (const [what, tok] of Object.entries(cases)) {
     const res = await srv.post("/svc", { function: "whoami" }, bearer(tok));
