@@ -434,7 +434,7 @@ export const KEYS: KeySpec[] = [
     key: "jwt.jwks_url",
     kind: "string",
     doc:
-      "URL of an identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup, again for an unknown kid at most every 30 s; unset: only HS tokens of jwt.secret).",
+      "An identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup, for an unknown kid at most every 30 s; unset: HS tokens only).",
   },
   {
     key: "jwt.issuer",
