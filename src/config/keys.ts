@@ -72,6 +72,12 @@ export const KEYS: KeySpec[] = [
   },
   { key: "pg.password", kind: "string", doc: "Password of pg.user." },
   {
+    key: "pg.schemas",
+    kind: "list",
+    doc:
+      "Exposed schemas (comma-separated): introspection, /svc, routes, database.json and database.ts see only these; anything else answers like a name that does not exist (unset: every schema).",
+  },
+  {
     key: "pg.pool_size",
     kind: "int",
     default: 10,
@@ -422,6 +428,31 @@ export const KEYS: KeySpec[] = [
     key: "jwt.secret",
     kind: "string",
     doc: "Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret.",
+  },
+  // jwt: external issuers (src/auth/issuers.ts)
+  {
+    key: "jwt.jwks_url",
+    kind: "string",
+    doc:
+      "An identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup, for an unknown kid at most every 30 s; unset: HS tokens only).",
+  },
+  {
+    key: "jwt.issuer",
+    kind: "string",
+    doc: "Required iss of JWKS-verified tokens (unset: not checked; needs jwt.jwks_url).",
+  },
+  {
+    key: "jwt.audience",
+    kind: "list",
+    doc:
+      "Accepted aud values of JWKS-verified tokens, any one of them (unset: not checked; needs jwt.jwks_url).",
+  },
+  {
+    key: "jwt.role_claim",
+    kind: "string",
+    default: "role",
+    doc:
+      'Path of the role in JWKS-verified tokens\' claims: `role`, `.app_metadata.role`, `."https://example.com/role"`, `.roles[0]`.',
   },
   // sso
   { key: "openid.<name>.issuer", kind: "string", doc: "OIDC issuer URL (required per entry)." },

@@ -9,6 +9,8 @@ import { parse as parseHuml } from "../formats/huml.ts";
 import { isConfigEnv } from "./env.ts";
 import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
 import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
+import { checkIssuerConfig } from "../auth/issuers.ts";
+import { checkExposedConfig } from "../db/exposed.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {
@@ -68,6 +70,8 @@ export interface Config {
     database?: string;
     user?: string;
     password?: string;
+    /** `pg.schemas`: the exposed schemas (unset: every schema). */
+    schemas?: string[];
     pool_size: number;
     pool_timeout: number;
     connect_timeout: number;
@@ -131,6 +135,10 @@ export interface Config {
     cookie_name: string;
     secure: boolean;
     secret?: string;
+    jwks_url?: string;
+    issuer?: string;
+    audience?: string[];
+    role_claim: string;
   };
   openid: Record<string, OpenIdConfig>;
   saml: Record<string, SamlConfig> & { certificate_path?: string; private_key_path?: string };
@@ -418,6 +426,9 @@ function build(flat: Flat): Config {
   for (const [name, o] of Object.entries(cfg.openid)) {
     if (!o.issuer) throw new ConfigError(`openid.${name}.issuer is required`);
   }
+  // External issuers and exposed schemas (src/auth/issuers.ts, src/db/exposed.ts).
+  const problem = checkIssuerConfig(cfg.jwt) ?? checkExposedConfig(cfg);
+  if (problem !== null) throw new ConfigError(problem);
   return cfg;
 }
 

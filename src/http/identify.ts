@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Sessions } from "../auth/session.ts";
+import type { Credential, RequestAuth } from "../auth/bearer.ts";
 import type { RequestRole } from "../auth/roles.ts";
 import type { ClientWatch } from "./disconnect.ts";
 import { type Gate, UNGATED } from "./enter.ts";
@@ -18,6 +18,8 @@ export interface Identity {
   setCookie: string | null;
   /** Stops watching the request's connection (undefined: not watched). */
   unwatch: (() => void) | undefined;
+  /** What the credential was (a Bearer token or the cookie), and a refused token's error. */
+  credential: Credential;
 }
 
 /**
@@ -29,9 +31,10 @@ export async function identify(
   requestId: string,
   gate: Gate,
   info: Deno.ServeHandlerInfo | undefined,
-  deps: { sessions: Sessions; anonymousRole: string; clientWatch?: ClientWatch },
+  deps: { auth: RequestAuth; anonymousRole: string; clientWatch?: ClientWatch },
 ): Promise<Identity> {
-  const session = await deps.sessions.resolve(req.headers.get("cookie"));
+  // A Bearer token, else the session cookie (src/auth/bearer.ts).
+  const session = await deps.auth.resolve(req.headers);
   // A plain controller fed by two listeners: AbortSignal.any measured dearer per request. Both
   // sources belong to this request alone (the shared UNGATED one of health requests never aborts
   // and gets no listener), so nothing outlives the request.
@@ -51,13 +54,14 @@ export async function identify(
     info,
     () => ac.abort(new DOMException("the client went away", "AbortError")),
   );
-  const claims = session.claims;
+  const role = session.role;
   return {
-    who: claims
-      ? { role: claims.role, claims, signal, requestId }
+    who: role !== null
+      ? { role, claims: session.claims, signal, requestId }
       : { role: deps.anonymousRole, claims: null, signal, requestId },
-    anonymous: !claims,
+    anonymous: role === null,
     setCookie: session.setCookie,
     unwatch,
+    credential: session,
   };
 }

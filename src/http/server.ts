@@ -11,6 +11,7 @@ import type { Database } from "../db/pool.ts";
 import type { HealthProbe } from "../db/health.ts";
 import type { Sessions } from "../auth/session.ts";
 import { checkAssumable } from "../auth/roles.ts";
+import { requestAuth } from "../auth/bearer.ts";
 import type { Runtime } from "../state/runtime.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { pathKind, requestId } from "../observe/access.ts";
@@ -53,8 +54,9 @@ export function createApp(deps: AppDeps): App {
   const { cfg, runtime } = deps;
   const dispatch = dispatcher(deps);
   const record = metricsRecorded(cfg);
+  const auth = requestAuth(cfg.jwt, deps.sessions);
   const who = {
-    sessions: deps.sessions,
+    auth,
     anonymousRole: cfg.pg.query.anonymous_role,
     clientWatch: deps.clientWatch,
   };
@@ -81,6 +83,8 @@ export function createApp(deps: AppDeps): App {
       call.who = id.who;
       call.anonymous = id.anonymous;
       call.setCookie = id.setCookie;
+      // A refused Bearer token is answered, never run as the anonymous role.
+      if (id.credential.error) throw id.credential.error;
       // A token naming the connecting role would run as the authenticator itself.
       if (!id.anonymous) checkAssumable(id.who.role, runtime.state?.schema.currentUser);
       res = await dispatch(call as Call);
@@ -89,6 +93,8 @@ export function createApp(deps: AppDeps): App {
     } finally {
       gate.leave();
     }
+    // A Bearer request never gets the session cookie, whoever set it (src/auth/bearer.ts).
+    if (id) res = auth.bearerAnswer(res, id.credential);
     // A streamed answer's statements run on: its connection stays watched until it is sent.
     if (id?.unwatch && !isStreamed(res)) id.unwatch();
     res = finish(res, {

@@ -5,6 +5,7 @@
  */
 import type { Config } from "../config/load.ts";
 import { connectionString } from "../config/load.ts";
+import { exposeSchemas } from "../db/exposed.ts";
 import { Blacklist } from "../db/blacklist.ts";
 import { introspect } from "../db/introspect.ts";
 import type { Schema } from "../db/schema.ts";
@@ -197,7 +198,8 @@ export function recordReloadFailure(reason: string, e: unknown, t0: number): voi
 export async function buildState(cfg: Config): Promise<AppState> {
   const blacklist = new Blacklist(cfg.blacklist);
   for (const message of blacklist.warnings) log.warn("{message}", { message });
-  const schema = await introspect(connectionString(cfg), blacklist);
+  // pg.schemas: only the exposed schemas stay in the model (src/db/exposed.ts).
+  const schema = exposeSchemas(await introspect(connectionString(cfg), blacklist), cfg.pg.schemas);
   const wellknown = await loadWellKnown(schema, cfg.pg.query.wellknown_path, {
     maxDepth: cfg.pg.query.max_depth,
   });

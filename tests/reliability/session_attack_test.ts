@@ -3,7 +3,8 @@
  * (granted `~anonymous` and `app_user` only): forged, tampered, expired and not-yet-valid tokens
  * run as the anonymous role and get a clearing cookie; roles svc must not assume (the
  * authenticator itself, a superuser, a role it is not granted) are 401 AUTH_ROLE_INVALID; huge
- * and duplicated cookies and Bearer tokens never authenticate. `current_user` is read by the
+ * and duplicated cookies never authenticate; a Bearer token follows the cookie's rules, but a
+ * refused one is 401. `current_user` is read by the
  * routes fixture's middleware (`x-block` header → 418 with the request's user and claims).
  */
 import assert from "node:assert/strict";
@@ -176,31 +177,48 @@ Deno.test("a 100 KB cookie, many cookies and duplicated session cookies never au
   assert.equal(w.user, "~anonymous");
 });
 
-Deno.test("Authorization: Bearer is not a session (cookies only)", async () => {
+Deno.test("Authorization: Bearer is a session with the cookie's rules; refused ones are 401", async () => {
   const good = await token(claims());
-  for (
-    const auth of [
-      `Bearer ${good}`,
-      `bearer ${good}`,
-      `Bearer ${await token(claims({ role: "postgres" }))}`,
-      `Bearer ${b64({ alg: "none" })}.${b64(claims())}.`,
-      `Basic ${btoa("postgres:")}`,
-    ]
-  ) {
+  for (const auth of [`Bearer ${good}`, `bearer ${good}`]) {
     const w = await who({ authorization: auth });
     assert.equal(w.status, 418, `${auth}: ${w.text}`);
-    assert.equal(w.user, "~anonymous", auth);
-    assert.equal(w.jwt, null, auth);
-    // The header reaches full-control routes as data only.
+    assert.equal(w.user, "app_user", auth);
+    assert.equal(w.jwt.uid, "u1", auth);
+    assert.equal(w.setCookie, null, auth);
+    // The token itself is not handed to functions (as the session cookie is not).
     const echo = await send(base, {
       method: "GET",
       path: "/echo/x",
       headers: { authorization: auth },
     });
     const req = JSON.parse(await echo.text());
-    assert.equal(req.jwt, null);
-    assert.equal(req.headers.authorization, auth);
+    assert.equal(req.jwt.uid, "u1");
+    assert.equal(req.headers.authorization, undefined);
   }
+  for (
+    const [auth, code] of [
+      [`Bearer ${await token(claims({ role: "postgres" }))}`, "AUTH_ROLE_INVALID"],
+      [`Bearer ${await token(claims({ role: "authenticator" }))}`, "AUTH_ROLE_INVALID"],
+      [`Bearer ${await token(claims({ role: "canary_owner" }))}`, "AUTH_ROLE_INVALID"],
+      [`Bearer ${b64({ alg: "none" })}.${b64(claims())}.`, "AUTH_TOKEN_INVALID"],
+      [`Bearer ${good.slice(0, -2)}`, "AUTH_TOKEN_INVALID"],
+    ]
+  ) {
+    const w = await who({ authorization: auth, cookie: `accesstoken=${good}` });
+    assert.equal(w.status, 401, `${auth}: ${w.text}`);
+    assert.equal(w.code, code, auth);
+    assert.equal(w.setCookie, null, auth);
+  }
+  // Another scheme is not a credential: anonymous, and the header reaches routes as data.
+  const basic = `Basic ${btoa("postgres:")}`;
+  const w = await who({ authorization: basic });
+  assert.equal(w.user, "~anonymous");
+  const echo = await send(base, {
+    method: "GET",
+    path: "/echo/x",
+    headers: { authorization: basic },
+  });
+  assert.equal(JSON.parse(await echo.text()).headers.authorization, basic);
 });
 
 Deno.test("a token signed for another secret but the right claims never reads the canary", async () => {

@@ -4,6 +4,7 @@
  * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
  * only through a hook (else 415).
  */
+import { bearerToken } from "../../auth/bearer.ts";
 import { decodeUtf8, parseJson, readBodyBytes } from "../../request/body.ts";
 import { SvcError } from "../../svc_error.ts";
 import type { Route } from "../../state/route_table.ts";
@@ -129,6 +130,8 @@ export function buildRequest(
     if (kept) headers.cookie = kept;
     else delete headers.cookie;
   }
+  // Nor is a Bearer token (src/auth/bearer.ts); another Authorization scheme is data.
+  if (bearerToken(headers.authorization) !== undefined) delete headers.authorization;
   let path: string;
   try {
     path = decodeURIComponent(url.pathname);
