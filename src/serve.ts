@@ -23,6 +23,7 @@ import { serveMetrics } from "./http/metrics.ts";
 import { ClientWatch } from "./http/disconnect.ts";
 import { openReplayStore } from "./sso/store.ts";
 import { onceStore, setOnceStore } from "./util/once.ts";
+import { openReadTargets } from "./db/replicas.ts";
 
 /** A running server. */
 export interface Server {
@@ -78,6 +79,8 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     preparedStatements: cfg.pg.prepared_statements,
   });
   const health = new HealthProbe(connectionString(cfg));
+  // Read replicas (pg.read_uri): null without them (src/db/replicas.ts).
+  const reads = openReadTargets(cfg, db, worker) ?? undefined;
   const runtime = new Runtime(cfg);
   const routeHooks = surfaceHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
@@ -92,6 +95,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     routeHooks,
     cluster: worker,
     clientWatch,
+    reads,
   });
   const server = Deno.serve({
     hostname: cfg.http.host,
@@ -141,7 +145,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
       setOnceStore(previousStore);
       await replayStore.close();
     }
-    await Promise.all([db.close(), health.close()]);
+    await Promise.all([db.close(), health.close(), reads?.close()]);
     log.debug("shutdown: pool closed");
   };
   return { cfg, port, runtime, ready, shutdown, poolStats: () => db.stats() };

@@ -30,6 +30,7 @@ import { httpSurface, surfaceAnswer, surfaceDecorate } from "./surface.ts";
 import { serveStatic, staticDirs } from "./static.ts";
 import { checkAssumable } from "../auth/assume.ts";
 import { type ClientWatch, isStreamed } from "./disconnect.ts";
+import type { ReadTargets } from "../db/replicas.ts";
 
 /** Per-request values shared between middleware and handlers. */
 type Env = {
@@ -59,6 +60,8 @@ export interface AppDeps {
   cluster?: Cluster;
   /** Watches requests' connections for clients the HTTP server does not report gone. */
   clientWatch?: ClientWatch;
+  /** Read replicas (`pg.read_uri`): where reads run (src/db/replicas.ts). */
+  reads?: ReadTargets;
 }
 
 /** What a worker asks its supervisor for (src/workers/). */
@@ -228,7 +231,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
   });
 
   // Declared routes, then middleware ahead of /svc and static files (DECISIONS.md §6).
-  const routes = routeHandler({ cfg, db, sessions, hooks: deps.routeHooks });
+  const routes = routeHandler({ cfg, db, sessions, hooks: deps.routeHooks, reads: deps.reads });
   /** Whether declared routes or middleware may apply to a path. */
   const routed = (state: AppState | null, path: string): state is AppState =>
     state !== null &&
@@ -279,6 +282,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
         loaded: runtime.state !== null,
         pool,
         ...(cluster ? { workers: cluster.count } : {}),
+        // Informative: reads fall back to the primary, so a replica down never fails ready.
+        ...(deps.reads ? { replicas: deps.reads.health() } : {}),
       },
       ok ? 200 : 503,
     );
@@ -287,17 +292,20 @@ export function createApp(deps: AppDeps): Hono<Env> {
   app.get("/svc/health", ready);
 
   /** The state and role for a query request, enforcing anonymous-access rules. */
-  const svcContext = (anonymous: boolean, who: RequestRole): SvcContext => {
+  const svcContext = (anonymous: boolean, who: RequestRole, req: Request): SvcContext => {
     const state = runtime.state;
     if (!state) throw new SvcError("PG_UNAVAILABLE", "the database is not available yet");
     checkRole(state, who, anonymous);
-    return { cfg, db, state, who };
+    const reads = deps.reads;
+    const read = reads ? () => reads.forRead(req.headers, who.claims) : undefined;
+    return { cfg, db, state, who, read };
   };
 
   app.get("/svc/database.json", async (c) => {
-    const ctx = svcContext(c.get("anonymous"), c.get("who"));
+    const ctx = svcContext(c.get("anonymous"), c.get("who"), c.req.raw);
     const schema = ctx.state.schema;
-    const visible = await db.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+    const on = ctx.read?.() ?? db;
+    const visible = await on.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
     return c.json(
       databaseJson(
         schema,
@@ -311,7 +319,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
 
   if (cfg.http.typescript.enable) {
     app.get("/svc/database.ts", (c) => {
-      const ctx = svcContext(c.get("anonymous"), c.get("who"));
+      const ctx = svcContext(c.get("anonymous"), c.get("who"), c.req.raw);
       const url = new URL(c.req.url);
       return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, c.req.header("if-none-match"));
     });
@@ -321,10 +329,13 @@ export function createApp(deps: AppDeps): Hono<Env> {
     runtime.hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
   }
 
-  app.post("/svc", (c) => handlePost(svcContext(c.get("anonymous"), c.get("who")), c.req.raw));
+  app.post(
+    "/svc",
+    (c) => handlePost(svcContext(c.get("anonymous"), c.get("who"), c.req.raw), c.req.raw),
+  );
   app.get(
     "/svc",
-    (c) => handleGet(svcContext(c.get("anonymous"), c.get("who")), new URL(c.req.url)),
+    (c) => handleGet(svcContext(c.get("anonymous"), c.get("who"), c.req.raw), new URL(c.req.url)),
   );
   app.all("/svc", (c) =>
     errorResponse(
@@ -387,7 +398,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
         if (done.session) setCookie = null;
         res = done.response;
       } else {
-        const ctx = svcContext(anonymous, who);
+        const ctx = svcContext(anonymous, who, req);
         res = method === "POST"
           ? await handlePost(ctx, req)
           : await handleGet(ctx, new URL(req.url));

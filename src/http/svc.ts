@@ -28,6 +28,7 @@ import type { AppState } from "../runtime.ts";
 import { parseJson, readBodyText, requireJson } from "./body.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { markStreamed } from "./disconnect.ts";
+import { readOnlyTree } from "../db/replicas.ts";
 
 /** What the handler needs per request. */
 export interface SvcContext {
@@ -35,6 +36,17 @@ export interface SvcContext {
   db: Database;
   state: AppState;
   who: RequestRole;
+  /**
+   * Where a read may run (a read replica, or the primary: src/db/replicas.ts), called once per
+   * read that runs; absent without read replicas (reads run on `db`).
+   */
+  read?: () => Database;
+}
+
+/** Where a read of `nodes` runs: a replica when configured and no node calls a VOLATILE function. */
+function readTarget(ctx: SvcContext, nodes: RelationNode[]): Database {
+  if (!ctx.read || !nodes.every((n) => readOnlyTree(n, ctx.state.schema))) return ctx.db;
+  return ctx.read();
 }
 
 interface Resolved {
@@ -139,6 +151,8 @@ function countJoins(node: RelationNode): number {
 /** A compiled plain read and whether it fits one fetch batch. */
 export interface CachedRead extends Statement {
   small: boolean;
+  /** Whether it may run on a read replica (see {@link readTarget}). */
+  replica?: boolean;
   /** The cache's insertion count when the entry was last moved to the young end. */
   at?: number;
 }
@@ -284,11 +298,11 @@ async function plainRead(ctx: SvcContext, r: Resolved, cacheKey?: string): Promi
   const stmt: CachedRead = {
     ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
     small: isSmall(r.node),
+    replica: ctx.read !== undefined && readOnlyTree(r.node, ctx.state.schema),
   };
   if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
-  return jsonResponse(
-    await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }),
-  );
+  const db = stmt.replica ? ctx.read!() : ctx.db;
+  return jsonResponse(await readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }));
 }
 
 /** Whether a read returns at most one fetch batch: a small limit, or a unique key pinned by `=`. */
@@ -317,9 +331,8 @@ export function isSmall(node: RelationNode): boolean {
 async function cachedRead(ctx: SvcContext, key: string): Promise<Response | undefined> {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
-  return jsonResponse(
-    await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }),
-  );
+  const db = stmt.replica && ctx.read ? ctx.read() : ctx.db;
+  return jsonResponse(await readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small }));
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
@@ -564,7 +577,11 @@ class AnswerSink {
 function answer(ctx: SvcContext, items: Planned[], batch: boolean): Promise<Response> {
   const { promise, resolve, reject } = Promise.withResolvers<Response>();
   const sink = new AnswerSink((body) => resolve(jsonResponse(body)));
-  const run = ctx.db.transaction(ctx.who, async (tx) => {
+  // Only reads, none with rollback: a replica may answer (svc's own lookups stay on ctx.db).
+  const db = items.every((i) => !i.write && !i.q.rollback)
+    ? readTarget(ctx, items.map((i) => i.r.node))
+    : ctx.db;
+  const run = db.transaction(ctx.who, async (tx) => {
     if (batch) sink.push(OPEN);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
