@@ -4,7 +4,8 @@
  * (`pg_basebackup -R` on loopback).
  *
  * - `NOTIFY svc, 'reload'` makes a new table visible on both processes (every worker) within 2 s,
- *   also after the listen backend was terminated;
+ *   also after the listen backend was terminated; with the event trigger of docs/deployment.md,
+ *   `alter table … add column` alone does;
  * - a function-rooted read of `pg_is_in_recovery()` answers true (it ran on the replica), a write
  *   lands on the primary; `X-Svc-Read: primary` and the configured session claim force the
  *   primary; VOLATILE functions and routes, batches holding a write and `rollback` run on the
@@ -46,6 +47,16 @@ create function recovery_volatile_route() returns boolean volatile language sql
   as $$ select pg_is_in_recovery() $$;
 comment on function recovery_volatile_route() is 'route:: path: /recovery-volatile, method: GET';
 grant execute on function recovery_volatile_route() to "~anonymous";
+`;
+
+/** The event trigger docs/deployment.md recommends (the same text). */
+const EVENT_TRIGGER = `
+create function svc_reload() returns event_trigger language plpgsql as $$
+begin
+  perform pg_notify('svc', 'reload');
+end $$;
+create event trigger svc_reload_ddl on ddl_command_end execute function svc_reload();
+create event trigger svc_reload_drop on sql_drop execute function svc_reload();
 `;
 
 const T = { sanitizeResources: false, sanitizeOps: false };
@@ -127,6 +138,24 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "the event trigger of docs/deployment.md: alter table reaches both",
+        async () => {
+          await psql(EVENT_TRIGGER, DB);
+          const extra = { relation: "note", select: ["id", "extra"] };
+          for (const s of both) assert.equal((await post(s, extra)).status, 400);
+          const t0 = performance.now();
+          await psql("alter table note add column extra text", DB);
+          for (const s of both) {
+            await waitFor(async () => (await post(s, extra)).status === 200, {
+              timeout: 2000,
+              what: "the new column visible",
+            });
+          }
+          console.log(`alter table → new column visible: ${Math.round(performance.now() - t0)} ms`);
+        },
+      );
+
       await t.step("the listen connection is terminated: LISTEN again, reload again", async () => {
         const pids = await scalar(
           "select string_agg(pid::text, ',') from pg_stat_activity " +
@@ -164,7 +193,7 @@ Deno.test({
         }
         const w = await post(a, { query: { relation: "note" }, data: [{ body: "from a" }] });
         assert.equal(w.status, 200, w.body);
-        assert.deepEqual(JSON.parse(w.body), [{ id: 1, body: "from a" }]);
+        assert.deepEqual(JSON.parse(w.body), [{ id: 1, body: "from a", extra: null }]);
         assert.equal(await scalar("select body from note where id = 1", DB), "from a");
         // Replicated: a read of the replica finds it.
         await waitFor(async () => (await post(b, { relation: "note" })).body.includes("from a"), {
