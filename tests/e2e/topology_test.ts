@@ -278,8 +278,8 @@ Deno.test({
       await t.step(
         "replica stopped: reads on the primary within 5 s; back when it is",
         async () => {
-          await replica.ctl(["-m", "fast", "-w", "stop"]);
           const t0 = performance.now();
+          await replica.ctl(["-m", "fast", "-w", "stop"]);
           // On fresh connections: the kernel spreads them over a's workers, each with its monitor.
           const onPrimaryEverywhere = async (s: SvcProcess) => {
             for (let i = 0; i < 4; i++) {
@@ -296,7 +296,9 @@ Deno.test({
             })
           ));
           console.log(
-            `replica stopped → reads on the primary: ${Math.round(performance.now() - t0)} ms`,
+            `pg_ctl stop of the replica → reads on the primary: ${
+              Math.round(performance.now() - t0)
+            } ms`,
           );
           for (const s of both) {
             const r = await freshGet(`${s.url}/svc/health/ready`);
