@@ -16,6 +16,7 @@
  *   consumer wants more: streaming with back-pressure.
  * - Any socket error, end of stream or protocol violation fails every pending statement of the
  *   connection at once with a {@link PgConnectionError}; the connection is then dead for good.
+ * - Notifications of channels the connection `LISTEN`s on go to `onNotification` as they come.
  */
 import { type ConnectConfig, resolveConfig, type SslMode } from "./config.ts";
 import { md5Password, Scram } from "./auth.ts";
