@@ -70,7 +70,7 @@ Deno.test({
     const got: string[] = [];
     try {
       const c = await Connection.connect(s.uri, { onNotification: (n) => got.push(n.payload) });
-      const err = await c.closed();
+      const err = await waitFor(() => c.error, { what: "the connection failed" });
       assert.ok(err instanceof PgConnectionError, String(err));
       assert.match(err.message, /malformed NotificationResponse/);
       await waitFor(() => got.length === 1, { what: "the well-formed notification" });
