@@ -1,11 +1,18 @@
 /**
  * svc entry point: load configuration, start serving, load the schema (retrying until the
- * database answers), reload on SIGUSR1, shut down gracefully on SIGTERM/SIGINT.
+ * database answers), reload on SIGUSR1 and on `NOTIFY svc, 'reload'`, shut down gracefully on
+ * SIGTERM/SIGINT.
  *
  * With `http.workers` > 1 this thread supervises (src/process/supervisor.ts) and the same module
  * runs in every worker thread (src/process/worker.ts), so a compiled binary carries its workers.
  */
-import { type Config, ConfigError, loadConfigAsync, workerCount } from "./src/config/load.ts";
+import {
+  type Config,
+  ConfigError,
+  connectionString,
+  loadConfigAsync,
+  workerCount,
+} from "./src/config/load.ts";
 import { SecretError } from "./src/auth/secret.ts";
 import { runAction } from "./src/process/cli.ts";
 import { setupRoles, setupStore } from "./src/process/startup.ts";
@@ -14,12 +21,14 @@ import { supervise } from "./src/process/supervisor.ts";
 import { inWorker, runWorker } from "./src/process/worker.ts";
 import { log } from "./src/observe/log.ts";
 import { holdSignalInspectorPort, reusePortAllowed } from "./src/process/inspector_guard.ts";
+import { listenForReload } from "./src/db/listen.ts";
+import type { ReloadReason } from "./src/state/runtime.ts";
 
 export { type Server, start } from "./src/process/instance.ts";
 
 /** What main needs of a running svc (one process or a supervisor of workers). */
 interface Running {
-  reload(): Promise<boolean>;
+  reload(reason: ReloadReason): Promise<boolean>;
   shutdown(): Promise<void>;
 }
 
@@ -38,10 +47,10 @@ async function launch(cfg: Config): Promise<Running> {
   }
   if (workers === 1 || !reusePortAllowed()) {
     const server = await start(cfg);
-    return { reload: () => server.runtime.reload("signal"), shutdown: () => server.shutdown() };
+    return { reload: (r) => server.runtime.reload(r), shutdown: () => server.shutdown() };
   }
   const sup = await supervise(cfg, workers, import.meta.url);
-  return { reload: () => sup.reload("signal"), shutdown: () => sup.shutdown() };
+  return { reload: (r) => sup.reload(r), shutdown: () => sup.shutdown() };
 }
 
 async function main(): Promise<void> {
@@ -82,9 +91,15 @@ async function main(): Promise<void> {
   }
   // SIGUSR1 reloads; it must not also open Deno's inspector (src/process/inspector_guard.ts).
   holdSignalInspectorPort();
-  Deno.addSignalListener("SIGUSR1", () => void running.reload());
+  Deno.addSignalListener("SIGUSR1", () => void running.reload("signal"));
+  // `NOTIFY <pg.notify_channel>, 'reload'` reloads the same way, once per process (src/db/listen.ts).
+  const listening = listenForReload(
+    { channel: cfg.pg.notify_channel, uri: cfg.pg.listen_uri ?? connectionString(cfg) },
+    () => running.reload("notify"),
+  );
   for (const sig of ["SIGTERM", "SIGINT"] as const) {
     Deno.addSignalListener(sig, async () => {
+      await listening?.close();
       await running.shutdown();
       log.debug("exiting");
       Deno.exit(0);

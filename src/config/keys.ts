@@ -111,6 +111,46 @@ export const KEYS: KeySpec[] = [
     doc:
       "Seconds past pg.query.statement_timeout a pooled connection may stay leased without progress before svc closes and replaces it (503 PG_UNAVAILABLE); no limit when that timeout is 0.",
   },
+  // A replicated deployment: reload everywhere, read replicas (docs/deployment.md).
+  {
+    key: "pg.notify_channel",
+    kind: "string",
+    default: "svc",
+    doc:
+      "Channel every svc process LISTENs on (a connection of its own): `NOTIFY svc, 'reload'` reloads like SIGUSR1; \"\" disables listening.",
+  },
+  {
+    key: "pg.listen_uri",
+    kind: "string",
+    doc:
+      "Connection string of the listen connection (default: pg.uri); behind a pooler in transaction mode, point it at PostgreSQL directly.",
+  },
+  {
+    key: "pg.read_uri",
+    kind: "list",
+    default: [],
+    doc:
+      "Read replicas' connection strings (comma-separated or a list): reads run on a replica that is up and caught up, else on the primary.",
+  },
+  {
+    key: "pg.read_pool_size",
+    kind: "int",
+    default: 10,
+    doc: "Max pooled connections per read replica, the total across http.workers.",
+  },
+  {
+    key: "pg.read_max_lag",
+    kind: "number",
+    default: 5,
+    doc:
+      "Seconds a read replica may lag behind the primary (its last replayed commit, checked every 500 ms) before reads skip it.",
+  },
+  {
+    key: "pg.read_primary_claim",
+    kind: "string",
+    doc:
+      "Session claim that sends a session's reads to the primary when true, or when a number of seconds since the epoch still to come.",
+  },
   {
     key: "pg.query.anonymous_role",
     kind: "string",

@@ -11,6 +11,7 @@ import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
 import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import { checkIssuerConfig } from "../auth/issuers.ts";
 import { checkExposedConfig } from "../db/exposed.ts";
+import { readUris, topologyProblem } from "../db/topology.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {
@@ -77,6 +78,13 @@ export interface Config {
     connect_timeout: number;
     lease_grace: number;
     prepared_statements: boolean;
+    /** A replicated deployment: src/db/listen.ts, src/db/replicas.ts. */
+    notify_channel: string;
+    listen_uri?: string;
+    read_uri: string[];
+    read_pool_size: number;
+    read_max_lag: number;
+    read_primary_claim?: string;
     query: {
       anonymous_role: string;
       max_depth: number;
@@ -412,6 +420,9 @@ function build(flat: Flat): Config {
       }
     }
   }
+  cfg.pg.read_uri = readUris(cfg.pg.read_uri);
+  const topology = topologyProblem(cfg.pg);
+  if (topology) throw new ConfigError(topology);
   const maxParams = cfg.pg.query.max_params;
   if (!(maxParams >= MIN_MAX_PARAMS && maxParams <= WIRE_MAX_PARAMS)) {
     throw new ConfigError(

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { ReadTargets } from "../db/replicas.ts";
 import type { Config } from "../config/load.ts";
 import type { Database } from "../db/pool.ts";
 import type { HealthProbe } from "../db/health.ts";
@@ -67,6 +68,8 @@ export interface DispatchDeps {
   sso?: Sso;
   /** Set when this server is one worker of several: health and metrics cover every worker. */
   cluster?: Cluster;
+  /** Read replicas (`pg.read_uri`): where reads run (src/db/replicas.ts). */
+  reads?: ReadTargets;
 }
 
 type Handler = (call: Call) => Response | Promise<Response>;
@@ -75,14 +78,22 @@ type Handler = (call: Call) => Response | Promise<Response>;
 export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response> {
   const { cfg, db, runtime } = deps;
   const statics = staticDirs(cfg.http.static.path);
-  const routes = routeHandler({ cfg, db, sessions: deps.sessions, hooks: deps.routeHooks });
+  const routes = routeHandler({
+    cfg,
+    db,
+    sessions: deps.sessions,
+    hooks: deps.routeHooks,
+    reads: deps.reads,
+  });
 
   /** The state and role for a request acting as its role, enforcing anonymous-access rules. */
   const svcContext = (call: Call): SvcContext => {
     const state = runtime.state;
     if (!state) throw new SvcError("PG_UNAVAILABLE", "the database is not available yet");
     checkRole(state, call.who, call.anonymous);
-    return { cfg, db, state, who: call.who };
+    const reads = deps.reads;
+    const read = reads ? () => reads.forRead(call.req.headers, call.who.claims) : undefined;
+    return { cfg, db, state, who: call.who, read };
   };
 
   // Health never waits for the request pool: live needs no database, ready asks through the
@@ -99,6 +110,8 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response
         loaded: runtime.state !== null,
         pool,
         ...(cluster ? { workers: cluster.count } : {}),
+        // Informative: reads fall back to the primary, so a replica down never fails ready.
+        ...(deps.reads ? { replicas: deps.reads.health() } : {}),
       },
       { status: ok ? 200 : 503 },
     );
@@ -123,7 +136,8 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response
     GET: async (call) => {
       const ctx = svcContext(call);
       const schema = ctx.state.schema;
-      const visible = await db.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+      const on = ctx.read?.() ?? db;
+      const visible = await on.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
       return Response.json(
         databaseJson(
           schema,

@@ -13,6 +13,7 @@ import type { Sessions } from "../auth/session.ts";
 import { checkAssumable } from "../auth/roles.ts";
 import { requestAuth } from "../auth/bearer.ts";
 import type { Runtime } from "../state/runtime.ts";
+import type { ReadTargets } from "../db/replicas.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { pathKind, requestId } from "../observe/access.ts";
 import { metricsRecorded } from "./metrics_endpoint.ts";
@@ -42,6 +43,8 @@ export interface AppDeps {
   cluster?: Cluster;
   /** Watches requests' connections for clients the HTTP server does not report gone. */
   clientWatch?: ClientWatch;
+  /** Read replicas (`pg.read_uri`): where reads run (src/db/replicas.ts). */
+  reads?: ReadTargets;
 }
 
 /** The HTTP application: the handler to give Deno.serve. */

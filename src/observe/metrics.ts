@@ -55,6 +55,14 @@ interface Latency {
 }
 const latencyByKind = new Map<PathKind, Latency>();
 
+/** Reads by target ({@link countRead}), as plain numbers like the request counts. */
+const readCounts = new Map<string, number>();
+
+/** Counts one read run on `target` (`primary` or `replica<i>`). */
+export function countRead(target: string): void {
+  readCounts.set(target, (readCounts.get(target) ?? 0) + 1);
+}
+
 /** The counters and histograms svc updates as it works. */
 export const metrics = {
   /**
@@ -128,6 +136,20 @@ export const metrics = {
     help:
       "Pooled connections closed and replaced because a request held them past statement_timeout + pg.lease_grace without progress.",
     registers: [registry],
+  }),
+  /**
+   * Reads by where they ran (`primary`, `replica<i>` of `pg.read_uri`; src/db/replicas.ts). Fed
+   * at scrape time from {@link countRead}'s plain counts (do not increment it directly).
+   */
+  reads: new client.Counter<"target">({
+    name: "svc_pg_reads_total",
+    help: "Reads run with read replicas configured, by target (primary, replica0, replica1, …).",
+    labelNames: ["target"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [target, n] of readCounts) this.inc({ target }, n);
+    },
   }),
   /** SSO logins, by provider and outcome; incremented by the SSO handlers. */
   ssoLogins: new client.Counter<"provider" | "outcome">({

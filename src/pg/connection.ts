@@ -16,6 +16,7 @@
  *   consumer wants more: streaming with back-pressure.
  * - Any socket error, end of stream or protocol violation fails every pending statement of the
  *   connection at once with a {@link PgConnectionError}; the connection is then dead for good.
+ * - Notifications of channels the connection `LISTEN`s on go to `onNotification` as they come.
  */
 import { type ConnectConfig, resolveConfig, type SslMode } from "./config.ts";
 import { md5Password, Scram } from "./auth.ts";
@@ -72,6 +73,16 @@ export interface Result {
   suspended: boolean;
 }
 
+/** A notification (`NOTIFY channel, 'payload'`) of a channel the connection listens on. */
+export interface Notification {
+  /** Process id of the backend that sent it. */
+  processId: number;
+  /** The channel's name. */
+  channel: string;
+  /** The payload ("" when none was given). */
+  payload: string;
+}
+
 /** Options of a connection. */
 export interface ConnectionOptions {
   /**
@@ -83,6 +94,11 @@ export interface ConnectionOptions {
   maxMessageBytes?: number;
   /** Receives notices (warnings etc.) instead of dropping them. */
   onNotice?: (notice: PgFields) => void;
+  /**
+   * Receives the notifications of channels this connection `LISTEN`s on (NotificationResponse),
+   * in the order the server sends them; without it they are dropped.
+   */
+  onNotification?: (notification: Notification) => void;
   /** Overrides the config's `application_name`. */
   applicationName?: string;
   /** Overrides the config's connect timeout, in milliseconds (0: none). */
@@ -174,6 +190,7 @@ export class Connection {
   readonly #maxStatements: number;
   readonly #maxMessage: number;
   readonly #onNotice?: (n: PgFields) => void;
+  readonly #onNotification?: (n: Notification) => void;
 
   // Receive buffer: bytes [#rs, #re) are unprocessed.
   #rb = new Uint8Array(READ_SIZE);
@@ -227,6 +244,7 @@ export class Connection {
     this.#maxStatements = opts.maxStatements ?? 1000;
     this.#maxMessage = opts.maxMessageBytes ?? MAX_MESSAGE;
     this.#onNotice = opts.onNotice;
+    this.#onNotification = opts.onNotification;
   }
 
   /**
@@ -839,8 +857,20 @@ export class Connection {
         this.parameters.set(dec.decode(rb.subarray(s, k)), this.#cstr(k + 1, e));
         return;
       }
-      case 0x41: // 'A' NotificationResponse (svc does not LISTEN)
+      case 0x41: { // 'A' NotificationResponse: may arrive between any two messages
+        if (!this.#onNotification) return;
+        const c = rb.indexOf(0, s + 4);
+        if (e - s < 6 || c < 0 || c >= e) throw protocolError("malformed NotificationResponse");
+        const n: Notification = {
+          processId: this.#rv.getInt32(s),
+          channel: dec.decode(rb.subarray(s + 4, c)),
+          payload: this.#cstr(c + 1, e),
+        };
+        // Delivered outside the read loop: a throwing listener is not a protocol violation.
+        const deliver = this.#onNotification;
+        queueMicrotask(() => deliver(n));
         return;
+      }
       case 0x4b: { // 'K' BackendKeyData
         if (e - s < 8) throw protocolError("malformed BackendKeyData");
         this.processId = this.#rv.getInt32(s);

@@ -8,6 +8,7 @@
 export {
   Connection,
   type ConnectionOptions,
+  type Notification,
   type Result,
   type RowSink,
   type Statement,

@@ -24,6 +24,7 @@ import { serveMetrics } from "../http/metrics_endpoint.ts";
 import { ClientWatch } from "../http/disconnect.ts";
 import { openReplayStore } from "../sso/store.ts";
 import { onceStore, setOnceStore } from "../util/once.ts";
+import { openReadTargets } from "../db/replicas.ts";
 
 /** A running server. */
 export interface Server {
@@ -79,6 +80,8 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     preparedStatements: cfg.pg.prepared_statements,
   });
   const health = new HealthProbe(connectionString(cfg));
+  // Read replicas (pg.read_uri): null without them (src/db/replicas.ts).
+  const reads = openReadTargets(cfg, db, worker) ?? undefined;
   const runtime = new Runtime(cfg);
   const routeHooks = surfaceHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
@@ -103,6 +106,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     routeHooks,
     cluster: worker,
     clientWatch,
+    reads,
   });
   const server = Deno.serve({
     hostname: cfg.http.host,
@@ -152,7 +156,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
       setOnceStore(previousStore);
       await replayStore.close();
     }
-    await Promise.all([db.close(), health.close()]);
+    await Promise.all([db.close(), health.close(), reads?.close()]);
     log.debug("shutdown: pool closed");
   };
   return { cfg, port, runtime, ready, shutdown, poolStats: () => db.stats() };

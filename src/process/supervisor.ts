@@ -24,6 +24,7 @@ import {
   recordReload,
   recordReloadFailure,
   type ReloadHook,
+  type ReloadReason,
   reloadState,
 } from "../state/runtime.ts";
 import { installProcessGuard } from "./uncaught_guard.ts";
@@ -43,7 +44,7 @@ export interface Supervisor {
   /** Resolves when the first load is done (or shutdown began). */
   ready: Promise<void>;
   /** Coordinated reload; concurrent calls share one. Resolves with success. */
-  reload(reason: "startup" | "signal"): Promise<boolean>;
+  reload(reason: ReloadReason): Promise<boolean>;
   /** Drains and stops every worker. */
   shutdown(): Promise<void>;
 }
@@ -264,7 +265,7 @@ export async function supervise(
   };
 
   let reloading: Promise<boolean> | null = null;
-  const doReload = async (reason: "startup" | "signal"): Promise<boolean> => {
+  const doReload = async (reason: ReloadReason): Promise<boolean> => {
     const t0 = performance.now();
     const id = ++seq;
     try {
@@ -280,7 +281,7 @@ export async function supervise(
       return false;
     }
   };
-  const reload = (reason: "startup" | "signal") => {
+  const reload = (reason: ReloadReason) => {
     reloading ??= doReload(reason).finally(() => (reloading = null));
     return reloading;
   };

@@ -16,6 +16,8 @@ export const CACHE_MAX_KEY = 4096;
 /** A compiled plain read and whether it fits one fetch batch. */
 export interface CachedRead extends Statement {
   small: boolean;
+  /** Whether it may run on a read replica (no node calls a VOLATILE function). */
+  replica?: boolean;
 }
 
 /** A {@link BoundedCache} bound to one state: a new state empties it first. */

@@ -39,6 +39,11 @@ export interface QueryContext {
   db: Database;
   state: AppState;
   who: RequestRole;
+  /**
+   * Where a read may run (a read replica, or the primary: src/db/replicas.ts), called once per
+   * read that runs; absent without read replicas (reads run on `db`).
+   */
+  read?: () => Database;
   /** A sink for an answer built in a transaction; `stream` gets its body once it streams. */
   sink: (stream: (body: ReadableStream<Uint8Array>) => void) => AnswerSink;
 }

@@ -28,7 +28,15 @@ import {
   settleHint,
 } from "./resolve.ts";
 import { isSmall } from "./small.ts";
+import { readOnlyTree } from "./read_target.ts";
+import type { Database } from "../db/pool.ts";
 import type { AnswerSink, Body, QueryContext } from "./context.ts";
+
+/** Where a read of `nodes` runs: a replica when configured and no node calls a VOLATILE function. */
+function readTarget(ctx: QueryContext, nodes: RelationNode[]): Database {
+  if (!ctx.read || !nodes.every((n) => readOnlyTree(n, ctx.state.schema))) return ctx.db;
+  return ctx.read();
+}
 
 /** Read-backs by query and root-key setting (their text and values depend on nothing else). */
 const readBacks = new WeakMap<RelationNode, Map<string, Statement>>();
@@ -38,16 +46,19 @@ async function plainRead(ctx: QueryContext, r: Resolved, cacheKey?: string): Pro
   const stmt: CachedRead = {
     ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
     small: isSmall(r.node),
+    replica: ctx.read !== undefined && readOnlyTree(r.node, ctx.state.schema),
   };
   if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
-  return await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  const db = stmt.replica ? ctx.read!() : ctx.db;
+  return await readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
 /** A cached plain read, when this exact request was compiled before for this role and state. */
 async function cachedRead(ctx: QueryContext, key: string): Promise<Body | undefined> {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
-  return await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  const db = stmt.replica && ctx.read ? ctx.read() : ctx.db;
+  return await readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
@@ -202,7 +213,11 @@ const RESULT = encoder.encode('{"result":');
 function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Body> {
   const { promise, resolve, reject } = Promise.withResolvers<Body>();
   const sink = ctx.sink(resolve);
-  const run = ctx.db.transaction(ctx.who, async (tx) => {
+  // Only reads, none with rollback: a replica may answer (svc's own lookups stay on ctx.db).
+  const db = items.every((i) => !i.write && !i.q.rollback)
+    ? readTarget(ctx, items.map((i) => i.r.node))
+    : ctx.db;
+  const run = db.transaction(ctx.who, async (tx) => {
     if (batch) sink.push(OPEN);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];

@@ -25,6 +25,12 @@ export interface AppState {
   loadedAt: Date;
 }
 
+/**
+ * Why a reload runs: the first load, SIGUSR1, or a notification on `pg.notify_channel`
+ * (src/db/listen.ts). Metrics and `SVC_RELOAD_REASON` of `reload.cmd` carry it.
+ */
+export type ReloadReason = "startup" | "signal" | "notify";
+
 /** Hooks run during a reload after the new state is built (e.g. writing database.ts). */
 export type ReloadHook = (state: AppState) => Promise<void> | void;
 
@@ -96,7 +102,7 @@ export class Runtime {
   }
 
   /** Reloads (or loads, at startup). Concurrent calls share one reload. Returns success. */
-  reload(reason: "startup" | "signal"): Promise<boolean> {
+  reload(reason: ReloadReason): Promise<boolean> {
     this.#reloading ??= this.#doReload(reason).finally(() => (this.#reloading = null));
     return this.#reloading;
   }
@@ -122,7 +128,7 @@ export class Runtime {
     this.#release = null;
   }
 
-  async #doReload(reason: "startup" | "signal"): Promise<boolean> {
+  async #doReload(reason: ReloadReason): Promise<boolean> {
     const t0 = performance.now();
     let next: AppState | undefined;
     try {
@@ -159,7 +165,7 @@ export async function loadUntilReady(
 /** Runs `reload.cmd` (when set), builds a fresh state and runs the reload hooks on it. */
 export async function reloadState(
   cfg: Config,
-  reason: "startup" | "signal",
+  reason: ReloadReason,
   hooks: ReloadHook[],
 ): Promise<AppState> {
   if (cfg.reload.cmd) await runReloadCmd(cfg.reload.cmd, reason, cfg.reload.timeout);

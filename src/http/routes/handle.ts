@@ -22,6 +22,7 @@ import {
   type Statement,
 } from "./call.ts";
 import { type Applied, buildResponse, mayAuth } from "./response.ts";
+import { readOnlyFunctions, type ReadTargets } from "../../db/replicas.ts";
 
 /** What the route flow needs from the server. */
 export interface RouteDeps {
@@ -29,6 +30,8 @@ export interface RouteDeps {
   db: Database;
   sessions: Sessions;
   hooks?: RouteHooks;
+  /** Read replicas: routes of STABLE/IMMUTABLE functions run there (src/db/replicas.ts). */
+  reads?: ReadTargets;
 }
 
 /** The live state a request reads (a subset of AppState). */
@@ -69,6 +72,14 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
     cookiesMaxAge: cfg.http.cookies_max_age,
     allowedAuth,
     hooks,
+  };
+
+  /** Where a chain runs: a replica when every function in it is STABLE or IMMUTABLE. */
+  const target = (call: RouteCall, plan: ChainPlan): Database => {
+    const fns = plan.middleware.map((m) => m.route.fn);
+    if (plan.route) fns.push(plan.route.route.fn);
+    if (!deps.reads || !readOnlyFunctions(fns)) return db;
+    return deps.reads.forRead(call.request.headers, call.who.claims);
   };
 
   const checkAccess = (state: RouteState, call: RouteCall, route: Route | null) => {
@@ -180,7 +191,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         route: { route, statement },
       };
       try {
-        const result = await runChain(db, call.who, plan);
+        const result = await runChain(target(call, plan), call.who, plan);
         return await respond(result, route, call.request.method === "HEAD");
       } catch (e) {
         // A failed request keeps none of its streamed uploads.
@@ -199,7 +210,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         middleware: middlewarePlan(chain, req),
         route: null,
       };
-      const result = await runChain(db, call.who, plan);
+      const result = await runChain(target(call, plan), call.who, plan);
       return await respond(result, null, call.request.method === "HEAD");
     },
   };
