@@ -14,7 +14,6 @@
  *
  * @module
  */
-import client from "prom-client";
 import type { Config } from "../config/load.ts";
 import { configureLogging, log } from "../log.ts";
 import { loadSecret } from "../auth/secret.ts";
@@ -27,7 +26,7 @@ import {
   reloadState,
 } from "../runtime.ts";
 import { installProcessGuard } from "../guard.ts";
-import { registry } from "../metrics.ts";
+import { promRegistry } from "../metrics.ts";
 import { serveMetrics } from "../http/metrics.ts";
 import { helperPathHook } from "../typescript/serve.ts";
 import { LocalOnce, type OnceStore } from "../util/once.ts";
@@ -194,9 +193,11 @@ export async function supervise(
     const values = await Promise.all(handles.map((h) => withTimeout(h.report(id, what))));
     if (what !== "metrics") return values;
     // The supervisor's own figures: reloads (workers count requests, pools, caches).
+    const registry = await promRegistry();
+    const { AggregatorRegistry } = (await import("prom-client")).default;
     const own = await registry.getMetricsAsJSON();
     values.push(own.filter((m) => m.name.startsWith("svc_reload")));
-    const merged = client.AggregatorRegistry.aggregate(
+    const merged = AggregatorRegistry.aggregate(
       values.filter((v) => v !== null) as object[],
     );
     return [await merged.metrics()];
