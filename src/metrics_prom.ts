@@ -8,12 +8,12 @@
 import client from "prom-client";
 import {
   type Counts,
+  type Latency,
   LATENCY_BUCKETS,
   latencyByKind,
   metrics,
-  metricSources,
   type MetricSources,
-  type Latency,
+  metricSources,
   RELOAD_BUCKETS,
   requestCounts,
 } from "./metrics.ts";

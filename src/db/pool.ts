@@ -2,7 +2,8 @@
  * The request pool and per-request transactions, on svc's own PostgreSQL client (src/pg/).
  * Every request runs on a leased connection as `begin; select set_config('role', $1, true),
  * set_config('svc.jwt.claims', $2, true) (also statement_timeout and svc.request_id); …; commit`,
- * all in one batch (one write, one Sync), so a single read costs one round trip (DECISIONS.md §5).
+ * all in one batch (one write, one Sync), so a single read costs one round trip (a read known to
+ * fit one batch drops `begin`/`commit`: the batch up to its Sync is already one transaction).
  * The role switch is its own statement because privileges are checked per statement.
  */
 import { Connection } from "../pg/connection.ts";
@@ -14,7 +15,6 @@ import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../errors.ts";
 import { log } from "../log.ts";
 import { metrics } from "../metrics.ts";
-import { deadline } from "../util/deadline.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "./params.ts";
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */

@@ -16,9 +16,10 @@ export function surfaceHooks(cfg: Config, runtime: Runtime): RouteHooks {
   let templates: Templates | undefined;
   let loading: Promise<Templates> | undefined;
   const loadTemplates = async (): Promise<Templates> =>
-    templates ?? await (loading ??= import("./templates.ts").then(({ Templates }) =>
-      templates = new Templates(cfg.http.templates.path, cfg.dev)
-    ));
+    templates ??
+      await (loading ??= import("./templates.ts").then(({ Templates }) =>
+        templates = new Templates(cfg.http.templates.path, cfg.dev)
+      ));
   runtime.hooks.push(() => templates?.reload());
   let multipart: Promise<typeof import("./multipart.ts")> | undefined;
   return {

@@ -48,7 +48,9 @@ export function runWorker(): void {
     });
 
   const report = async (what: ReportKind): Promise<unknown> =>
-    what === "metrics" ? await (await promRegistry()).getMetricsAsJSON() : server?.poolStats() ?? null;
+    what === "metrics"
+      ? await (await promRegistry()).getMetricsAsJSON()
+      : server?.poolStats() ?? null;
 
   scope.onmessage = async (e) => {
     const m = e.data;
