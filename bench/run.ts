@@ -69,6 +69,7 @@ import {
   type Report,
   type RunRow,
   type ScalingRow,
+  type StatementCost,
 } from "./lib/report.ts";
 
 const { values: flags } = parseArgs({
@@ -83,6 +84,8 @@ const { values: flags } = parseArgs({
     workers: { type: "string", default: "2,1" },
     cases: { type: "string", default: [...CASES.map((c) => c.id), "wide_batch"].join(",") },
     "no-peer": { type: "boolean", default: false },
+    /** V8 flags for every svc process (e.g. `--max-semi-space-size=2`), comma-separated. */
+    "svc-v8-flags": { type: "string", default: "" },
     out: { type: "string", default: new URL("./results", import.meta.url).pathname },
   },
 });
@@ -95,6 +98,8 @@ const POOL = Number(flags.pool);
 const CASE_IDS = flags.cases.split(",");
 /** svc's `http.workers` for the main run, then the counts of the scaling runs. */
 const WORKERS = flags.workers.split(",").map(Number);
+/** `deno run` options of every svc process (`--svc-v8-flags`). */
+const SVC_DENO_ARGS = flags["svc-v8-flags"] ? [`--v8-flags=${flags["svc-v8-flags"]}`] : [];
 const ROLE = "~anonymous";
 const CLAIMS = "null";
 /** The amplification probe's query: one top-level row holding 1,297² track objects. */
@@ -338,6 +343,29 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
   return out;
 }
 
+/**
+ * The peak RSS of the one-worker svc over all its runs (null without one): the main svc's when it
+ * runs one worker (every case and probe), else the scaling run's (every case but big_read).
+ */
+function oneWorkerPeak(
+  cases: CaseResult[],
+  scaling: ScalingRow[],
+  big: BigProbe | undefined,
+  workers: number[],
+): number | null {
+  if (workers[0] === 1) {
+    return Math.round(
+      Math.max(
+        ...cases.flatMap((c) => c.runs.map((r) => r.svc_peak_rss_mb ?? 0)),
+        big?.peak_rss_mb ?? 0,
+      ),
+    );
+  }
+  if (!workers.includes(1)) return null;
+  const peaks = scaling.map((x) => x.by_workers[1]?.peak_rss_mb ?? 0);
+  return peaks.length ? Math.round(Math.max(...peaks)) : null;
+}
+
 /** Duration of a load run: the 100,000-row read at 50 connections needs longer to finish any. */
 /**
  * Before each run of a write case: its rolled-back rows leave dead tuples behind (tens of
@@ -347,6 +375,39 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
 async function vacuumFor(c: Case, sql: Client): Promise<void> {
   if (!c.rollback) return;
   await sql.simple("vacuum (analyze) invoice, invoice_line");
+}
+
+/**
+ * What the case's statements cost PostgreSQL since the last reset (pg_stat_statements): svc's
+ * read (the statement with svc's row-size cap, `"svc_r"`, most called) beside the hand-written
+ * one (tagged `/*bench-<id>*\/` in pgbench's script); per call, in ms.
+ */
+async function statementCost(sql: Client, id: string): Promise<StatementCost | null> {
+  const rows = await sql.query<
+    { query: string; calls: string; exec: number; plan: number }
+  >(
+    "select query, calls::text as calls, total_exec_time as exec, total_plan_time as plan " +
+      "from pg_stat_statements where dbid = (select oid from pg_database " +
+      "where datname = current_database()) and calls > 0 and " +
+      "(query like '%\"svc_r\"%' or query like $1) order by calls desc",
+    [`/*bench-${id}*/%`],
+  );
+  const per = (r: { calls: string; exec: number; plan: number }) => ({
+    calls: Number(r.calls),
+    exec_ms: Number(r.exec) / Number(r.calls),
+    plan_ms: Number(r.plan) / Number(r.calls),
+  });
+  const svcRow = rows.find((r) => r.query.includes('"svc_r"'));
+  const handRow = rows.find((r) => r.query.startsWith(`/*bench-${id}*/`));
+  if (!svcRow || !handRow) return null;
+  const svc = per(svcRow);
+  const hand = per(handRow);
+  return {
+    svc: { ...svc, query: svcRow.query.slice(0, 4000) },
+    hand,
+    exec_ratio: svc.exec_ms / hand.exec_ms,
+    total_ratio: (svc.exec_ms + svc.plan_ms) / (hand.exec_ms + hand.plan_ms),
+  };
 }
 
 function durationFor(c: Case, conns: number, base: number): number {
@@ -372,8 +433,30 @@ async function main(): Promise<Report> {
 
   log("starting PostgreSQL");
   cluster = await startCluster();
+  // pg_stat_statements: what each read costs PostgreSQL, svc's statement beside the hand-written
+  // one (execution and planning time per call).
+  let statStatements = false;
+  try {
+    await cluster.psql("alter system set shared_preload_libraries = 'pg_stat_statements'");
+    await cluster.ctl(["restart", "-m", "fast", "-w"]);
+    // Known once the library is loaded.
+    await cluster.psql(
+      "alter system set pg_stat_statements.track_planning = on;\nselect pg_reload_conf();",
+    );
+    statStatements = true;
+  } catch (e) {
+    problems.push(`pg_stat_statements unavailable: ${(e as Error).message.slice(0, 200)}`);
+  }
   log(`loading Chinook ×${SCALE}`);
   const { uri, counts } = await loadScaledChinook(cluster, "bench", SCALE);
+  if (statStatements) {
+    try {
+      await cluster.psql("create extension if not exists pg_stat_statements", "bench");
+    } catch (e) {
+      statStatements = false;
+      problems.push(`pg_stat_statements unavailable: ${(e as Error).message.slice(0, 200)}`);
+    }
+  }
   const pgVersion = (await cluster.psql("\\pset tuples_only on\nselect version();", "bench"))
     .trim();
   const postmaster = Number(
@@ -391,6 +474,7 @@ async function main(): Promise<Report> {
   log("starting svc");
   svc = await startSvc({
     pgUri: uri,
+    denoArgs: SVC_DENO_ARGS,
     poolSize: POOL,
     wellknownDir,
     secretsDir,
@@ -512,9 +596,13 @@ async function main(): Promise<Report> {
         problems.push(`${c.id}: svc's answer differs from the SQL's: ${result.verified.detail}`);
       }
 
+      // The tag names the hand-written statement in pg_stat_statements (a comment costs nothing;
+      // no colon: pgbench would take `:name` for a variable).
+      const tagged = `/*bench-${c.id}*/ ${c.sql}`;
       const stmts = c.rollback
-        ? ["savepoint bench", c.sql, "rollback to savepoint bench"]
-        : [c.sql];
+        ? ["savepoint bench", tagged, "rollback to savepoint bench"]
+        : [tagged];
+      if (statStatements && !c.rollback) await sql.simple("select pg_stat_statements_reset()");
       const scripts = { plain: `${RUN_DIR}/${c.id}.sql`, pipeline: `${RUN_DIR}/${c.id}.pipe.sql` };
       for (const [kind, file] of Object.entries(scripts)) {
         Deno.writeTextFileSync(
@@ -623,6 +711,24 @@ async function main(): Promise<Report> {
           );
         }
       }
+      if (statStatements && !c.rollback) {
+        try {
+          result.statement_cost = await statementCost(sql, c.id);
+          const sc = result.statement_cost;
+          if (sc) {
+            log(
+              `  PostgreSQL per call (pg_stat_statements): svc ${sc.svc.exec_ms.toFixed(3)} ms ` +
+                `exec + ${sc.svc.plan_ms.toFixed(3)} plan, hand-written ${
+                  sc.hand.exec_ms.toFixed(3)
+                } + ${sc.hand.plan_ms.toFixed(3)}: ratio ${sc.exec_ratio.toFixed(2)} (exec), ${
+                  sc.total_ratio.toFixed(2)
+                } (exec + plan)`,
+            );
+          }
+        } catch (e) {
+          problems.push(`${c.id}: pg_stat_statements: ${(e as Error).message.slice(0, 200)}`);
+        }
+      }
     }
 
     // Scaling: every case again against svc with each other worker count (same data, same
@@ -649,6 +755,7 @@ async function main(): Promise<Report> {
       log(`scaling: svc with http.workers=${w}`);
       const other = await startSvc({
         pgUri: uri,
+        denoArgs: SVC_DENO_ARGS,
         poolSize: POOL,
         wellknownDir,
         secretsDir,
@@ -719,6 +826,7 @@ async function main(): Promise<Report> {
       const variant = (enable: boolean) =>
         startSvc({
           pgUri: uri,
+          denoArgs: SVC_DENO_ARGS,
           poolSize: POOL,
           wellknownDir,
           secretsDir,
@@ -798,6 +906,7 @@ async function main(): Promise<Report> {
       });
       const one = await startSvc({
         pgUri: uri,
+        denoArgs: SVC_DENO_ARGS,
         poolSize: POOL,
         wellknownDir,
         secretsDir,
@@ -1011,12 +1120,14 @@ async function main(): Promise<Report> {
         pgbench: "-n -M prepared -c conns -j min(2, conns) -T duration",
         svc_pool_size: POOL,
         svc_workers: WORKERS[0],
+        svc_v8_flags: flags["svc-v8-flags"] || null,
         peer_pool_size: POOL,
         svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true " +
           "--logging.level=error",
         role: `${ROLE}, claims ${CLAIMS}`,
         svc_rss_at_start_mb: Math.round(big?.baseline_rss_mb ?? 0),
         svc_rss_at_end_mb: Math.round(rssEnd.rss_mb),
+        svc_peak_rss_one_worker_mb: oneWorkerPeak(cases, scaling, big, WORKERS),
         svc_peak_rss_over_all_runs_mb: Math.round(
           Math.max(
             ...cases.flatMap((c) => c.runs.map((r) => r.svc_peak_rss_mb ?? 0)),

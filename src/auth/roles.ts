@@ -15,7 +15,7 @@
  * @module
  */
 import { SvcError } from "../svc_error.ts";
-import type { Statement } from "../pg/connection.ts";
+import type { RowSink, Statement } from "../pg/connection.ts";
 
 /** Who a request runs as. */
 export interface RequestRole {
@@ -80,12 +80,16 @@ const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claim
  * timeout (ms) and request id. It is a statement of its own because privileges are checked per
  * statement.
  */
-export function setRole(who: RequestRole, statementTimeout: number): Statement {
+export function setRole(who: RequestRole, statementTimeout: number | string): Statement {
   return {
     sql: SET_ROLE,
     params: [who.role, JSON.stringify(who.claims), String(statementTimeout), who.requestId ?? ""],
+    sink: DISCARD,
   };
 }
+
+/** Takes the role switch's row and drops it (nobody reads it: no decoding, no objects). */
+const DISCARD: RowSink = { row() {} };
 
 /** A failed role switch means the session's role is unusable: 401, no database text. */
 export function roleError(e: unknown): unknown {

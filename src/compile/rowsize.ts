@@ -20,8 +20,11 @@ export function capRowSize(stmt: Statement, maxBytes: number): Statement {
   return {
     ...stmt,
     // `OFFSET 0` fences the subquery: pulled up, its "j" would be built once per reference.
-    sql: `SELECT CASE WHEN ${size} <= ${n} THEN "svc_r"."j" ` +
-      `ELSE (('${MARKER}' || ${size})::int)::text::json END AS "j" ` +
+    // pg_column_size (the datum's size with its header, never less than its text's: a row built
+    // by the query is never compressed) decides almost every row without a copy; the exact size
+    // (`::text` copies the row twice) is taken only for a row near or over the cap.
+    sql: `SELECT CASE WHEN pg_column_size("svc_r"."j") <= ${n} OR ${size} <= ${n} ` +
+      `THEN "svc_r"."j" ELSE (('${MARKER}' || ${size})::int)::text::json END AS "j" ` +
       `FROM (SELECT * FROM (${stmt.sql}) AS "svc_q" OFFSET 0) AS "svc_r"`,
   };
 }

@@ -285,6 +285,21 @@ class Compiler {
 
   /** A joined relation's value: an array (incoming) or an object or null (outgoing). */
   join(j: JoinNode): string {
+    const node = j.node;
+    if (
+      j.direction === "incoming" && node.limit === null && node.offset === null &&
+      node.distinctOn.length === 0
+    ) {
+      // Without limit, offset or distinct on, the aggregate orders its input itself: no subquery
+      // and no Sort node per parent row (as hand-written SQL does it), and a whole row goes to
+      // json_agg as it is (the same JSON as row_to_json, without a json value per row).
+      const items = node.select.filter((it) => it.mode !== "set");
+      const value = isWholeRow(node, items) ? ident(node.sqlAlias) : this.object(node);
+      const order = node.orderBy.length
+        ? ` ORDER BY ${node.orderBy.map((t) => this.order(t)).join(", ")}`
+        : "";
+      return `(SELECT coalesce(json_agg(${value}${order}), '[]'::json) ${this.fromWhere(j)})`;
+    }
     const sub = this.childSelect(j);
     if (j.direction === "outgoing") return `(${sub})`;
     return `(SELECT coalesce(json_agg("s"."j"), '[]'::json) FROM (${sub}) AS "s")`;

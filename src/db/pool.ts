@@ -2,7 +2,8 @@
  * The request pool and per-request transactions, on svc's own PostgreSQL client (src/pg/).
  * Every request runs on a leased connection as `begin; select set_config('role', $1, true),
  * set_config('svc.jwt.claims', $2, true) (also statement_timeout and svc.request_id); …; commit`,
- * all in one batch (one write, one Sync), so a single read costs one round trip (DECISIONS.md §5).
+ * all in one batch (one write, one Sync), so a single read costs one round trip (a read known to
+ * fit one batch drops `begin`/`commit`: the batch up to its Sync is already one transaction).
  * The role switch is its own statement because privileges are checked per statement.
  */
 import { Connection } from "../pg/connection.ts";
@@ -14,7 +15,6 @@ import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../svc_error.ts";
 import { log } from "../observe/log.ts";
 import { metrics } from "../observe/metrics.ts";
-import { deadline } from "../util/deadline.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "./bind_limit.ts";
 import { type RequestRole, roleError, setRole } from "../auth/roles.ts";
 
@@ -94,6 +94,9 @@ export const MAX_STATEMENTS = 1000;
 // Times here are `Date.now()`: millisecond precision is enough, and it costs no runtime op
 // (`performance.now()` does, several times per request).
 
+/** How often the waiters for a free connection are checked for timeouts and aborts. */
+const WAIT_SWEEP_MS = 50;
+
 /** A free connection unused this long is closed (the next request opens a new one). */
 const IDLE_CLOSE_MS = 60_000;
 
@@ -102,37 +105,66 @@ function backoffMs(failures: number): number {
   return failures === 0 ? 0 : Math.min(10 * 2 ** (failures - 1), 250);
 }
 
-/** A leased connection and the way to give it back. */
-interface Lease {
-  conn: Connection;
+/**
+ * A leased connection and the way to give it back; also what the lease deadline sees of it (one
+ * object per lease: no closures per request).
+ */
+class Lease {
+  /** `Date.now()` of the lease or of its last progress. */
+  activeAt = Date.now();
+  /** Set when the lease deadline closed the connection; {@link release} is then a no-op. */
+  killed = false;
+  /** Set when a cancel was sent: the connection is not reused. */
+  cancelled = false;
+  /** Set once released. */
+  released = false;
+
+  constructor(
+    readonly slot: Slot,
+    readonly conn: Connection,
+    /** The request's `X-Request-Id` (for the log line). */
+    readonly requestId: string | undefined,
+    readonly end: (lease: Lease, ok: boolean) => void,
+  ) {}
+
+  /**
+   * Records progress (a statement answered, a streamed batch taken by the client): the lease
+   * deadline runs from the last progress.
+   */
+  touch(): void {
+    this.activeAt = Date.now();
+  }
+
+  /**
+   * Sends a CancelRequest for what the connection runs (not once released). The connection is
+   * closed when the lease ends (a cancel arriving late must not hit the next request's
+   * statement).
+   */
+  cancel(): void {
+    if (this.released) return;
+    this.cancelled = true;
+    this.conn.cancel().catch(() => {});
+  }
+
   /**
    * Gives the connection back. `ok`: the request ended its transaction normally. Otherwise a
    * transaction left open is rolled back (pipelined ahead of the next request). A no-op once the
    * lease deadline closed the connection.
    */
-  release(ok?: boolean): void;
-  /**
-   * Records progress (a statement answered, a streamed batch taken by the client): the lease
-   * deadline runs from the last progress.
-   */
-  touch(): void;
-  /**
-   * Sends a CancelRequest for what the connection runs. The connection is closed when the lease
-   * ends (a cancel arriving late must not hit the next request's statement).
-   */
-  cancel(): void;
+  release(ok = false): void {
+    if (this.released) return;
+    this.released = true;
+    this.end(this, ok);
+  }
 }
 
-/** The lease a slot is under, as the lease deadline sees it. */
-interface Holder {
-  /** `Date.now()` of the lease or of its last progress. */
-  activeAt: number;
-  /** Set when the lease deadline closed the connection; the lease's release is then a no-op. */
-  killed: boolean;
-  /** Set when a cancel was sent: the connection is not reused. */
-  cancelled: boolean;
-  /** The request's `X-Request-Id` (for the log line). */
-  requestId?: string;
+/** A request waiting for a free slot. */
+interface Waiter {
+  grant: (slot: Slot) => void;
+  fail: (e: unknown) => void;
+  /** `Date.now()` when it started waiting. */
+  at: number;
+  signal: AbortSignal | undefined;
 }
 
 /** One connection place of the pool. */
@@ -140,7 +172,7 @@ interface Slot {
   /** Its open connection (null: the next request connects). */
   conn: Connection | null;
   /** The lease the slot is under (null: free, or connecting for a request not yet granted). */
-  holder: Holder | null;
+  holder: Lease | null;
   /** Consecutive failed connects (for the backoff). */
   failures: number;
   /** `Date.now()` of the last failed connect. */
@@ -170,7 +202,10 @@ export class Database {
   readonly #config: ConnectConfig;
   readonly #slots: Slot[];
   readonly #free: Slot[];
-  readonly #waiters: ((slot: Slot) => void)[] = [];
+  readonly #waiters: Waiter[] = [];
+  /** Sweeps the waiters for timeouts and aborts while there are any. */
+  #waitTimer: ReturnType<typeof setInterval> | undefined;
+  readonly #end = (lease: Lease, ok: boolean) => this.#released(lease, ok);
   readonly #poolTimeoutMs: number;
   readonly #connectTimeoutMs: number;
   readonly #maxStatements: number;
@@ -183,6 +218,8 @@ export class Database {
   #allFree: (() => void) | null = null;
   /** `pg.query.statement_timeout` in milliseconds, applied in every request's prelude. */
   readonly statementTimeout: number;
+  /** {@link statementTimeout} as the role switch's parameter. */
+  readonly statementTimeoutText: string;
   /** Most bind parameters one statement may carry (`pg.query.max_params`). */
   readonly maxParams: number;
 
@@ -194,6 +231,7 @@ export class Database {
     this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
     this.#maxStatements = o.preparedStatements === false ? 0 : MAX_STATEMENTS;
     this.statementTimeout = o.statementTimeout ?? 0;
+    this.statementTimeoutText = String(this.statementTimeout);
     this.maxParams = Math.min(o.maxParams ?? WIRE_MAX_PARAMS, WIRE_MAX_PARAMS);
     this.#leaseDeadlineMs = this.statementTimeout > 0
       ? this.statementTimeout + (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000
@@ -256,7 +294,7 @@ export class Database {
    * Ends a lease past the deadline: destroys its connection (the request's pending statements
    * fail at once) and hands the slot to the next request, which connects anew.
    */
-  #kill(slot: Slot, holder: Holder, now: number): void {
+  #kill(slot: Slot, holder: Lease, now: number): void {
     holder.killed = true;
     slot.holder = null;
     metrics.leasesKilled.inc();
@@ -281,43 +319,50 @@ export class Database {
   }
 
   /**
-   * Takes a free slot, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED). The wait
-   * is a coarse shared deadline (src/util/deadline.ts), not a timer per waiting request.
+   * Takes a free slot, waiting at most `pg.pool_timeout` (then 503 PG_POOL_EXHAUSTED) or until
+   * `signal` aborts. Waiters are checked by one sweep of the pool every {@link WAIT_SWEEP_MS} (and
+   * an aborted one is skipped when a slot comes free), not by a timer and a listener per request.
    */
   #take(signal?: AbortSignal): Promise<Slot> {
-    return new Promise((resolve, reject) => {
-      const done = () => {
-        limit.clear();
-        signal?.removeEventListener("abort", onAbort);
-      };
-      const grant = (slot: Slot) => {
-        done();
-        resolve(slot);
-      };
-      const giveUp = (e: unknown) => {
-        done();
-        const i = this.#waiters.indexOf(grant);
-        if (i >= 0) this.#waiters.splice(i, 1);
-        reject(e);
-      };
-      const onAbort = () => giveUp(signal!.reason);
-      const ms = this.#poolTimeoutMs;
-      const limit = deadline(ms, () =>
-        giveUp(
+    return new Promise((grant, fail) => {
+      this.#waiters.push({ grant, fail, at: Date.now(), signal });
+      if (this.#waitTimer === undefined) {
+        this.#waitTimer = setInterval(() => this.#sweepWaiters(), WAIT_SWEEP_MS);
+        Deno.unrefTimer(this.#waitTimer);
+      }
+    });
+  }
+
+  /** Fails the waiters past `pg.pool_timeout` and those whose request was aborted. */
+  #sweepWaiters(): void {
+    const ms = this.#poolTimeoutMs;
+    const since = Date.now() - ms;
+    const keep: Waiter[] = [];
+    for (const w of this.#waiters) {
+      if (w.signal?.aborted) w.fail(w.signal.reason);
+      else if (w.at <= since) {
+        w.fail(
           new SvcError(
             "PG_POOL_EXHAUSTED",
             `no database connection became free within ${ms / 1000} s`,
           ),
-        ));
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#waiters.push(grant);
-    });
+        );
+      } else keep.push(w);
+    }
+    this.#waiters.length = 0;
+    this.#waiters.push(...keep);
+    if (keep.length === 0) {
+      clearInterval(this.#waitTimer);
+      this.#waitTimer = undefined;
+    }
   }
 
-  /** Returns a slot to the longest waiter, or to the free list. */
+  /** Returns a slot to the longest waiter (an aborted one fails instead), or to the free list. */
   #give(slot: Slot): void {
-    const next = this.#waiters.shift();
-    if (next) return next(slot);
+    for (let next = this.#waiters.shift(); next; next = this.#waiters.shift()) {
+      if (!next.signal?.aborted) return next.grant(slot);
+      next.fail(next.signal.reason);
+    }
     this.#free.push(slot);
     if (this.#free.length === this.#slots.length) this.#allFree?.();
     if (slot.conn) {
@@ -348,38 +393,27 @@ export class Database {
 
   /** A lease of `slot` whose connection is `conn`. */
   #lease(slot: Slot, conn: Connection, requestId?: string): Lease {
-    const holder: Holder = {
-      activeAt: Date.now(),
-      killed: false,
-      cancelled: false,
-      requestId,
-    };
-    slot.holder = holder;
+    const lease = new Lease(slot, conn, requestId, this.#end);
+    slot.holder = lease;
     if (this.#watchdog === undefined) this.#watch();
-    let released = false;
-    return {
-      conn,
-      touch: () => (holder.activeAt = Date.now()),
-      cancel: () => {
-        holder.cancelled = true;
-        conn.cancel().catch(() => {});
-      },
-      release: (ok?: boolean) => {
-        if (released) return;
-        released = true;
-        if (holder.killed) return; // closed by the lease deadline; the slot is in use again
-        slot.holder = null;
-        if (conn.error || holder.cancelled || this.#closing) {
-          // Dead, or a cancel may still be on its way: never handed out again.
-          if (slot.conn === conn) slot.conn = null;
-          if (!conn.error) void conn.close();
-        } else if (!ok || conn.txStatus !== "I") {
-          // Whatever the request left open is rolled back ahead of the next request's batch.
-          conn.execute([ROLLBACK]).catch(() => {});
-        }
-        this.#give(slot);
-      },
-    };
+    return lease;
+  }
+
+  /** A lease ended (see {@link Lease.release}). */
+  #released(lease: Lease, ok: boolean): void {
+    if (lease.killed) return; // closed by the lease deadline; the slot is in use again
+    const slot = lease.slot;
+    const conn = lease.conn;
+    slot.holder = null;
+    if (conn.error || lease.cancelled || this.#closing) {
+      // Dead, or a cancel may still be on its way: never handed out again.
+      if (slot.conn === conn) slot.conn = null;
+      if (!conn.error) void conn.close();
+    } else if (!ok || conn.txStatus !== "I") {
+      // Whatever the request left open is rolled back ahead of the next request's batch.
+      conn.execute([ROLLBACK]).catch(() => {});
+    }
+    this.#give(slot);
   }
 
   /**
@@ -428,7 +462,7 @@ export class Database {
   async transaction<T>(who: RequestRole, body: (tx: RequestTx) => Promise<T>): Promise<T> {
     const lease = await this.acquire(who.signal, who.requestId);
     const conn = lease.conn;
-    const touch = lease.touch;
+    const touch = () => lease.touch();
     const sent: Promise<unknown>[] = [];
     let portals = 0;
     const signal = who.signal;
@@ -475,7 +509,7 @@ export class Database {
       },
     };
     const begin = conn.query(BEGIN);
-    const role = conn.query(setRole(who, this.statementTimeout));
+    const role = conn.query(setRole(who, this.statementTimeoutText));
     const started = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
     started.then(touch, () => {});
     let ok = false;
@@ -534,7 +568,7 @@ export class Database {
       if (tooMany) throw tooMany;
     }
     const lease = await this.acquire(who.signal, who.requestId);
-    const batch: Statement[] = [BEGIN, setRole(who, this.statementTimeout)];
+    const batch: Statement[] = [BEGIN, setRole(who, this.statementTimeoutText)];
     for (const s of statements) batch.push({ sql: s.sql, params: s.params });
     const conn = lease.conn;
     const signal = who.signal;
@@ -614,6 +648,7 @@ async function run(
   batch: Statement[],
   signal: AbortSignal | undefined,
   n: number,
+  first = 2,
 ): Promise<Result[]> {
   const onAbort = () => lease.cancel();
   if (signal) {
@@ -626,19 +661,22 @@ async function run(
     ok = true;
     return results;
   } catch (e) {
-    throw statementError(e, n);
+    throw statementError(e, n, first);
   } finally {
     if (signal) signal.removeEventListener("abort", onAbort);
     lease.release(ok);
   }
 }
 
-/** Maps a batch failure: role switch → AUTH_ROLE_INVALID; `statementIndex` of the request's. */
-function statementError(e: unknown, n: number): unknown {
+/**
+ * Maps a batch failure: role switch (the statement before `first`) → AUTH_ROLE_INVALID;
+ * `statementIndex` of the request's (`first`: the index of its first statement in the batch).
+ */
+function statementError(e: unknown, n: number, first = 2): unknown {
   if (e instanceof PgError) {
     const at = e.statementIndex ?? -1;
-    if (at === 1) return roleError(e);
-    e.statementIndex = at >= 2 && at < 2 + n ? at - 2 : -1;
+    if (at === first - 1) return roleError(e);
+    e.statementIndex = at >= first && at < first + n ? at - first : -1;
   }
   return e;
 }
@@ -649,8 +687,8 @@ export const FETCH_BATCH = 1000;
 /**
  * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
  * go from the connection's receive buffer into the answer, never becoming strings.
- * - Known to fit one batch (`opts.small`): begin, role switch, query and commit in one batch, one
- *   round trip.
+ * - Known to fit one batch (`opts.small`): role switch and query in one batch, one round trip,
+ *   which PostgreSQL runs as one transaction (the batch's implicit one, committed at its Sync).
  * - Otherwise: begin, role switch and the query's first `batch` rows (a portal with a row limit)
  *   in one batch, one round trip. A first part that completes the query is returned at once and
  *   the commit follows off the response's critical path. Otherwise the answer is a stream that
@@ -672,11 +710,15 @@ export async function readJson(
   const lease = await db.acquire(who.signal, who.requestId);
   const sink = new JsonArraySink();
   if (opts.small) {
+    // No begin or commit: the statements of one batch (up to its Sync) already run as one
+    // transaction, committed at the Sync (rolled back on error), and the role switch's settings
+    // are local to it. Two statements instead of four, for svc and for PostgreSQL.
     try {
       await run(
         lease,
-        [BEGIN, setRole(who, db.statementTimeout), { sql, params, sink }, COMMIT],
+        [setRole(who, db.statementTimeoutText), { sql, params, sink }],
         who.signal,
+        1,
         1,
       );
       return sink.take(true);
@@ -707,7 +749,7 @@ export async function readJson(
   try {
     [, , first] = await conn.execute([
       BEGIN,
-      setRole(who, db.statementTimeout),
+      setRole(who, db.statementTimeoutText),
       { sql, params, sink, maxRows: batch },
     ]);
     lease.touch();

@@ -1,5 +1,6 @@
 /** The `/svc/metrics` response, and the optional separate metrics listener (`http.metrics.port`). */
-import { METRICS_CONTENT_TYPE, metricsText } from "../observe/metrics.ts";
+import { METRICS_CONTENT_TYPE } from "../observe/metrics.ts";
+import { metricsText } from "../observe/exposition.ts";
 import type { Config } from "../config/load.ts";
 
 /** The Prometheus text exposition (of this process, or from `text`) as a response. */

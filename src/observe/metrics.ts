@@ -1,17 +1,15 @@
 /**
- * Prometheus metrics (served at `/svc/metrics`), built on prom-client. Counters and histograms
- * are module-level and typed, so any module can count what it does (`metrics.ssoLogins.inc(…)`);
- * gauges read their values from the running server's sources at scrape time.
+ * svc's metrics as plain numbers (served at `/svc/metrics`): any module counts what it does
+ * (`metrics.reloads.inc(…)`) at the cost of a map lookup; the Prometheus registry (prom-client,
+ * src/observe/metrics_prom.ts) is loaded only when metrics are scraped, so a svc without metrics never
+ * loads it.
  *
  * @module
  */
-import client from "prom-client";
 import type { PathKind } from "./access.ts";
 
-/** The registry every svc metric lives in (not prom-client's global one). */
-export const registry: client.Registry = new client.Registry();
-
-const LATENCY_BUCKETS = [
+/** Upper bounds of the request latency histogram, in seconds. */
+export const LATENCY_BUCKETS = [
   0.0005,
   0.001,
   0.0025,
@@ -27,137 +25,89 @@ const LATENCY_BUCKETS = [
   5,
 ];
 
-/** One histogram series of prom-client 15 (what `Histogram.zero` creates). */
-interface Series {
-  bucketValues: Record<number, number>;
-  sum: number;
-  count: number;
+/** Upper bounds of the reload duration histogram, in seconds. */
+export const RELOAD_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** A counter by label values (none, or a fixed set of names). */
+export class Counts<L extends string = never> {
+  /** The counts by their labels, in first-seen order. */
+  readonly series = new Map<string, { labels: Record<L, string>; n: number }>();
+
+  /** Adds `n` (default 1) to the series of `labels`. */
+  inc(labels?: Record<L, string>, n = 1): void {
+    const l = labels ?? ({} as Record<L, string>);
+    const key = JSON.stringify(l);
+    const s = this.series.get(key);
+    if (s) s.n += n;
+    else this.series.set(key, { labels: { ...l }, n });
+  }
+}
+
+/** A histogram without labels: non-cumulative counts per upper bound, sum and count. */
+export class Observations {
+  readonly buckets: number[];
+  sum = 0;
+  count = 0;
+
+  /** A histogram over `bounds` (ascending upper bounds). */
+  constructor(readonly bounds: number[]) {
+    this.buckets = bounds.map(() => 0);
+  }
+
+  /** Records one value. */
+  observe(v: number): void {
+    const i = this.bounds.findIndex((b) => v <= b);
+    if (i >= 0) this.buckets[i]++;
+    this.sum += v;
+    this.count++;
+  }
 }
 
 /**
  * Request counts by kind and status as plain numbers: a request costs a map lookup and an
- * increment instead of prom-client's label validation and hashing (measured: that was ~7% of a
- * primary-key read's CPU). `requestCounts` keeps first-seen order, as prom-client's series do.
+ * increment (prom-client's label validation and hashing cost ~7% of a primary-key read's CPU).
+ * `requestCounts` keeps first-seen order.
  */
-interface RequestCount {
+export interface RequestCount {
   kind: PathKind;
   status: string;
   n: number;
 }
-const requestCounts: RequestCount[] = [];
+/** Every request count, in first-seen order. */
+export const requestCounts: RequestCount[] = [];
 const requestCountIndex = new Map<PathKind, Map<number, RequestCount>>();
 
 /** Latency observations by kind: non-cumulative counts per bucket (one per upper bound). */
-interface Latency {
+export interface Latency {
   buckets: number[];
   sum: number;
   count: number;
 }
-const latencyByKind = new Map<PathKind, Latency>();
-
-/** Reads by target ({@link countRead}), as plain numbers like the request counts. */
-const readCounts = new Map<string, number>();
+/** Latency observations by path kind. */
+export const latencyByKind = new Map<PathKind, Latency>();
 
 /** Counts one read run on `target` (`primary` or `replica<i>`). */
 export function countRead(target: string): void {
-  readCounts.set(target, (readCounts.get(target) ?? 0) + 1);
+  metrics.reads.inc({ target });
 }
 
 /** The counters and histograms svc updates as it works. */
 export const metrics = {
-  /**
-   * Requests answered, by path kind and status sent. Fed at scrape time from
-   * {@link observeRequest}'s plain counts (do not increment it directly).
-   */
-  requests: new client.Counter<"kind" | "status">({
-    name: "svc_http_requests_total",
-    help: "HTTP requests answered, by path kind and status code sent.",
-    labelNames: ["kind", "status"],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const r of requestCounts) this.inc({ kind: r.kind, status: r.status }, r.n);
-    },
-  }),
-  /**
-   * Request latency until the response head, by path kind. Fed at scrape time from
-   * {@link observeRequest}'s plain bucket counts (do not observe it directly).
-   */
-  latency: new client.Histogram<"kind">({
-    name: "svc_http_request_duration_seconds",
-    help: "Time from request to response head, by path kind.",
-    labelNames: ["kind"],
-    buckets: LATENCY_BUCKETS,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [kind, h] of latencyByKind) {
-        this.zero({ kind });
-        // prom-client keeps a histogram's series in `hashMap` (15.x: non-cumulative bucket counts
-        // by upper bound, sum, count); zero() just added this kind's, as the last entry.
-        const series = Object.values(
-          (this as unknown as { hashMap: Record<string, Series> })
-            .hashMap,
-        );
-        const v = series[series.length - 1];
-        LATENCY_BUCKETS.forEach((b, i) => (v.bucketValues[b] = h.buckets[i]));
-        v.sum = h.sum;
-        v.count = h.count;
-      }
-    },
-  }),
   /** Database errors answered, by SQLSTATE class (the code's first two characters). */
-  dbErrors: new client.Counter<"class">({
-    name: "svc_db_errors_total",
-    help: "Database errors turned into responses, by SQLSTATE class.",
-    labelNames: ["class"],
-    registers: [registry],
-  }),
+  dbErrors: new Counts<"class">(),
   /** Reloads (startup and signal), by outcome. */
-  reloads: new client.Counter<"reason" | "outcome">({
-    name: "svc_reloads_total",
-    help: "Schema reloads, by reason (startup, signal) and outcome (ok, failed).",
-    labelNames: ["reason", "outcome"],
-    registers: [registry],
-  }),
+  reloads: new Counts<"reason" | "outcome">(),
   /** Reload duration. */
-  reloadDuration: new client.Histogram({
-    name: "svc_reload_duration_seconds",
-    help: "Duration of reloads (drain, reload.cmd, introspection, well-known queries).",
-    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry],
-  }),
+  reloadDuration: new Observations(RELOAD_BUCKETS),
   /**
    * Pooled connections closed because their lease outlived the lease deadline
    * (`pg.query.statement_timeout` + `pg.lease_grace` without progress; src/db/pool.ts).
    */
-  leasesKilled: new client.Counter({
-    name: "svc_pg_leases_killed_total",
-    help:
-      "Pooled connections closed and replaced because a request held them past statement_timeout + pg.lease_grace without progress.",
-    registers: [registry],
-  }),
-  /**
-   * Reads by where they ran (`primary`, `replica<i>` of `pg.read_uri`; src/db/replicas.ts). Fed
-   * at scrape time from {@link countRead}'s plain counts (do not increment it directly).
-   */
-  reads: new client.Counter<"target">({
-    name: "svc_pg_reads_total",
-    help: "Reads run with read replicas configured, by target (primary, replica0, replica1, …).",
-    labelNames: ["target"],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [target, n] of readCounts) this.inc({ target }, n);
-    },
-  }),
+  leasesKilled: new Counts(),
+  /** Reads by where they ran (`primary`, `replica<i>` of `pg.read_uri`; src/db/replicas.ts). */
+  reads: new Counts<"target">(),
   /** SSO logins, by provider and outcome; incremented by the SSO handlers. */
-  ssoLogins: new client.Counter<"provider" | "outcome">({
-    name: "svc_sso_logins_total",
-    help: "SSO logins, by provider and outcome.",
-    labelNames: ["provider", "outcome"],
-    registers: [registry],
-  }),
+  ssoLogins: new Counts<"provider" | "outcome">(),
 };
 
 /** Where the scrape-time gauges read from (the running server). */
@@ -176,6 +126,11 @@ let sources: MetricSources | null = null;
 /** Binds the gauges to a server's sources (the last server started wins). */
 export function bindMetricSources(s: MetricSources): void {
   sources = s;
+}
+
+/** The sources bound last (null before a server started). */
+export function metricSources(): MetricSources | null {
+  return sources;
 }
 
 /** Records one answered request (access log middleware). */
@@ -209,78 +164,5 @@ export function observeDbError(code: unknown): void {
   if (/^[0-9A-Z]{5}$/.test(state)) metrics.dbErrors.inc({ class: state.slice(0, 2) });
 }
 
-/**
- * A scrape-time gauge. `aggregator` says how a multi-worker svc merges the workers' values
- * (src/process/supervisor.ts): sum for per-worker quantities, max for process-wide ones.
- */
-function gauge(
-  name: string,
-  help: string,
-  read: (s: MetricSources) => number | undefined,
-  aggregator: "sum" | "max" | "average" = "sum",
-): void {
-  new client.Gauge({
-    name,
-    help,
-    aggregator,
-    registers: [registry],
-    collect() {
-      const v = sources ? read(sources) : undefined;
-      if (v !== undefined) this.set(v);
-    },
-  });
-}
-
-gauge("svc_pool_size", "Request pool connections.", (s) => s.pool().size);
-gauge("svc_pool_in_use", "Request pool connections reserved by a request.", (s) => s.pool().in_use);
-gauge("svc_pool_waiting", "Requests waiting for a pool connection.", (s) => s.pool().waiting);
-gauge(
-  "svc_pool_overdue",
-  "Request pool connections leased past pg.query.statement_timeout without progress.",
-  (s) => s.pool().overdue,
-);
-gauge(
-  "svc_wellknown_active",
-  "Well-known queries active after the last load.",
-  (s) => s.wellknown()?.active,
-  "max",
-);
-gauge(
-  "svc_wellknown_deactivated",
-  "Well-known queries deactivated by the last load.",
-  (s) => s.wellknown()?.deactivated,
-  "max",
-);
-gauge(
-  "svc_token_cache_hits",
-  "Session tokens found in the verified-token cache.",
-  (s) => s.tokenCache().hits,
-);
-gauge(
-  "svc_token_cache_misses",
-  "Session tokens verified cryptographically (not in the cache).",
-  (s) => s.tokenCache().misses,
-);
-gauge("svc_token_cache_hit_ratio", "Verified-token cache hits / lookups (0 before any).", (s) => {
-  const { hits, misses } = s.tokenCache();
-  return hits + misses ? hits / (hits + misses) : 0;
-}, "average");
-gauge(
-  "svc_uncaught_errors",
-  "Uncaught errors and unhandled rejections absorbed by the process guard.",
-  (s) => s.uncaught(),
-);
-gauge(
-  "svc_process_resident_memory_bytes",
-  "Resident set size (of the whole process, workers included).",
-  () => Deno.memoryUsage().rss,
-  "max",
-);
-
-/** The Prometheus text exposition of every svc metric. */
-export function metricsText(): Promise<string> {
-  return registry.metrics();
-}
-
-/** Content type of {@link metricsText}. */
-export const METRICS_CONTENT_TYPE: string = registry.contentType;
+/** Content type of the Prometheus text exposition (prom-client's registry's). */
+export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";

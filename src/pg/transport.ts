@@ -11,8 +11,7 @@
  *   verification off, since Deno's own TLS cannot skip it.
  * - Unix sockets never use TLS (as with libpq).
  */
-import * as net from "node:net";
-import * as tls from "node:tls";
+import type * as net from "node:net";
 import type { ConnectConfig, SslMode } from "./config.ts";
 import { PgConnectionError } from "./errors.ts";
 import { sslRequest, Writer } from "./protocol.ts";
@@ -285,6 +284,9 @@ async function openNodeTls(
   opts: OpenOptions,
 ): Promise<Transport> {
   const where = `${host}:${port}`;
+  // Node's socket and TLS modules only for this case (not loaded by a svc that never needs them).
+  const net = await import("node:net");
+  const tls = await import("node:tls");
   const sock = net.connect({ host, port });
   sock.setNoDelay(true);
   const onAbort = () => sock.destroy();

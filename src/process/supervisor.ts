@@ -14,7 +14,6 @@
  *
  * @module
  */
-import client from "prom-client";
 import type { Config } from "../config/load.ts";
 import { configureLogging, log } from "../observe/log.ts";
 import { loadSecret } from "../auth/secret.ts";
@@ -28,7 +27,7 @@ import {
   reloadState,
 } from "../state/runtime.ts";
 import { installProcessGuard } from "./uncaught_guard.ts";
-import { registry } from "../observe/metrics.ts";
+import { promRegistry } from "../observe/exposition.ts";
 import { serveMetrics } from "../http/metrics_endpoint.ts";
 import { helperPathHook } from "../client/endpoint.ts";
 import { LocalOnce, type OnceStore } from "../util/once.ts";
@@ -195,9 +194,11 @@ export async function supervise(
     const values = await Promise.all(handles.map((h) => withTimeout(h.report(id, what))));
     if (what !== "metrics") return values;
     // The supervisor's own figures: reloads (workers count requests, pools, caches).
+    const registry = await promRegistry();
+    const { AggregatorRegistry } = (await import("prom-client")).default;
     const own = await registry.getMetricsAsJSON();
     values.push(own.filter((m) => m.name.startsWith("svc_reload")));
-    const merged = client.AggregatorRegistry.aggregate(
+    const merged = AggregatorRegistry.aggregate(
       values.filter((v) => v !== null) as object[],
     );
     return [await merged.metrics()];

@@ -6,7 +6,7 @@
  * @module
  */
 import { type Server, start, type WorkerSide } from "./instance.ts";
-import { registry } from "../observe/metrics.ts";
+import { promRegistry } from "../observe/exposition.ts";
 import { setOnceStore, storeFull } from "../util/once.ts";
 import type { PoolStats } from "../db/pool.ts";
 import type { FromWorker, ListenFailure, ReportKind, ToWorker } from "./worker_protocol.ts";
@@ -48,7 +48,9 @@ export function runWorker(): void {
     });
 
   const report = async (what: ReportKind): Promise<unknown> =>
-    what === "metrics" ? await registry.getMetricsAsJSON() : server?.poolStats() ?? null;
+    what === "metrics"
+      ? await (await promRegistry()).getMetricsAsJSON()
+      : server?.poolStats() ?? null;
 
   scope.onmessage = async (e) => {
     const m = e.data;

@@ -47,6 +47,22 @@ Deno.test("pool: a held connection serves each request as its own role and trans
       params: [],
     }]);
     assert.deepEqual(rows[0].claims, "null");
+    // The small read's batch (role switch and query, no begin/commit) is one transaction of its
+    // own: its role, claims and timeout end with it, on the connection the next request gets.
+    await readJson(db, user, "select to_json(current_user)", [], { small: true });
+    const lease = await db.acquire();
+    try {
+      assert.equal(lease.conn.txStatus, "I");
+      const [r] = await lease.conn.simple(
+        "select current_user as u, current_setting('svc.jwt.claims', true) as c, " +
+          "current_setting('svc.request_id', true) as rid",
+      );
+      assert.notEqual(r.rows[0].u, "app_user");
+      assert.ok(!r.rows[0].c, `claims left behind: ${r.rows[0].c}`);
+      assert.ok(!r.rows[0].rid, `request id left behind: ${r.rows[0].rid}`);
+    } finally {
+      lease.release(true);
+    }
   } finally {
     await db.close();
   }

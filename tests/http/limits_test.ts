@@ -163,6 +163,37 @@ Deno.test("pg.query.max_row_size: an oversized row is 400 QUERY_RESULT_TOO_LARGE
   });
 });
 
+Deno.test("pg.query.max_row_size is exact: a row of the cap's size passes, one byte more is refused", async () => {
+  // A small row (its datum may carry a 1-byte header) and a large one, each at the boundary.
+  // Sorted: the row goes through a Sort, which stores small values with a 1-byte header.
+  const small = { relation: "genre", where: ["<=", "genre_id", 1], order_by: ["name"] };
+  const large = {
+    relation: "genre",
+    where: ["=", "genre_id", 2],
+    join: { tracks: { relation: "track", on: { genre_id: "genre_id" } } },
+  };
+  for (const body of [small, large]) {
+    let size = 0;
+    await withServer([], async (s) => {
+      const r = await s.post("/svc", body);
+      assert.equal(r.status, 200);
+      const text = await r.text();
+      size = new TextEncoder().encode(text).length - 2; // the one row, without [ and ]
+    });
+    await withServer([`--pg.query.max_row_size=${size}`], async (s) => {
+      const r = await s.post("/svc", body);
+      assert.equal(r.status, 200, `a row of ${size} bytes under a cap of ${size}`);
+      await r.body?.cancel();
+    });
+    await withServer([`--pg.query.max_row_size=${size - 1}`], async (s) => {
+      const r = await s.post("/svc", body);
+      assert.equal(r.status, 400, `a row of ${size} bytes under a cap of ${size - 1}`);
+      assert.equal(r.headers.get("x-svc-errorcode"), "QUERY_RESULT_TOO_LARGE");
+      await r.body?.cancel();
+    });
+  }
+});
+
 Deno.test("max_row_size mid-stream: the response ends with an error, never as valid JSON", async () => {
   await withServer(["--pg.query.max_row_size=2000"], async (s) => {
     const r = await s.post("/svc", { relation: "wide", order_by: ["id"] });
