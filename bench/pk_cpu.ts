@@ -25,6 +25,13 @@
  * - `--case=pk_read`: another case of bench/lib/cases.ts (nested_read, nested_write, wellknown…).
  * - A variant named `floor` runs bench/floor.ts instead of svc (pk_read only): the driverless
  *   floor, e.g. `--variant=svc: --variant=floor:`.
+ * - A variant named `pgbench` runs the case's hand-written SQL with pgbench (`-M prepared`, inside
+ *   the same begin / role switch / commit as `deno task bench`) instead of svc: its PostgreSQL
+ *   CPU and statement times per transaction beside svc's (its own CPU is not counted).
+ * - `--statements`: loads pg_stat_statements into the cluster and prints, per variant, PostgreSQL's
+ *   time per request for each statement (median over the rounds; bench/lib/statements.ts).
+ *
+ * Every round also reports PostgreSQL's CPU per request (all of the cluster's processes).
  *
  * @module
  */
@@ -32,9 +39,18 @@ import { parseArgs } from "node:util";
 import { startCluster } from "../src/db/cluster.ts";
 import { CASES, PK_FLOOR_SQL } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
-import { ensureWrk, wrk } from "./lib/load.ts";
-import { type Child, cpuMs, startFloor, startSvc } from "./lib/procs.ts";
+import { ensureWrk, pgbench, pgbenchScript, wrk } from "./lib/load.ts";
+import { type Child, CpuMonitor, cpuMs, startFloor, startSvc } from "./lib/procs.ts";
 import { summarizeProfile } from "./lib/cpuprof.ts";
+import { findPgBin } from "../src/db/cluster.ts";
+import { Client } from "../src/pg/client.ts";
+import {
+  enableStatements,
+  formatStatements,
+  readStatements,
+  resetStatements,
+  type StatementsPerRequest,
+} from "./lib/statements.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -50,6 +66,7 @@ const { values: flags } = parseArgs({
     json: { type: "string" },
     concurrent: { type: "boolean", default: false },
     case: { type: "string", default: "pk_read" },
+    statements: { type: "boolean", default: false },
   },
 });
 
@@ -88,6 +105,8 @@ const DURATION = Number(flags.duration);
 const WARMUP = Number(flags.warmup);
 const CONNS = Number(flags.connections);
 const PROF = flags["cpu-prof"];
+const STATEMENTS = flags.statements;
+if (STATEMENTS && flags.concurrent) throw new Error("--statements needs one variant at a time");
 
 const log = (s: string) => console.error(`[pk_cpu] ${s}`);
 const med = (xs: number[]) => {
@@ -130,12 +149,29 @@ interface Round {
   rps: number;
   cpu_ms: number;
   ms_per_request: number;
+  /** PostgreSQL's CPU (all its processes) per request. */
+  pg_ms_per_request: number;
+  statements?: StatementsPerRequest;
 }
 
 try {
   log(`loading Chinook ×${flags.scale}`);
   const { uri } = await loadScaledChinook(cluster, "bench", Number(flags.scale));
+  if (STATEMENTS) await enableStatements(cluster, "bench");
+  const admin = new Client(cluster.uriFor("bench"));
+  const postmaster = Number(
+    Deno.readTextFileSync(`${cluster.dir}/data/postmaster.pid`).split("\n")[0],
+  );
+  const pgbenchFile = `${tmp}/pgbench.sql`;
+  Deno.writeTextFileSync(
+    pgbenchFile,
+    pgbenchScript(
+      pk.rollback ? ["savepoint bench", pk.sql, "rollback to savepoint bench"] : [pk.sql],
+      { role: "~anonymous", claims: "null", pipeline: false },
+    ),
+  );
   for (const v of variants) {
+    if (v.name === "pgbench") continue;
     const profDir = PROF ? `${PROF}/${v.name}` : undefined;
     if (profDir) Deno.mkdirSync(profDir, { recursive: true });
     const child = v.name === "floor"
@@ -182,26 +218,57 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     const order = variants.map((_, i) => variants[(i + r) % variants.length]);
     const one = async (v: Variant): Promise<Round> => {
-      const child = procs.get(v.name)!;
-      const c0 = cpuMs(child.pid)!;
-      const w = await wrk({
-        url: `${child.url}/svc`,
-        bodyFile,
-        connections: CONNS,
-        duration: DURATION,
-      });
-      const c1 = cpuMs(child.pid)!;
-      if (w.non2xx || w.socket_errors) {
-        throw new Error(`${v.name}: ${w.non2xx} non-2xx, ${w.socket_errors} socket errors`);
+      // A write case's rolled-back rows leave dead tuples: every run starts vacuumed (as in
+      // `deno task bench`).
+      if (pk.rollback) await admin.simple("vacuum (analyze) invoice, invoice_line");
+      if (STATEMENTS) await resetStatements(admin);
+      const child = procs.get(v.name);
+      const mon = new CpuMonitor(child?.pid ?? null, postmaster);
+      const c0 = child ? cpuMs(child.pid)! : 0;
+      mon.start();
+      let requests: number;
+      let rps: number;
+      if (child) {
+        const w = await wrk({
+          url: `${child.url}/svc`,
+          bodyFile,
+          connections: CONNS,
+          duration: DURATION,
+        });
+        if (w.non2xx || w.socket_errors) {
+          throw new Error(`${v.name}: ${w.non2xx} non-2xx, ${w.socket_errors} socket errors`);
+        }
+        requests = w.requests;
+        rps = w.rps;
+      } else {
+        const p = await pgbench({
+          pgbench: `${findPgBin()}/pgbench`,
+          host: "127.0.0.1",
+          port: cluster.port,
+          user: "postgres",
+          database: "bench",
+          logDir: tmp,
+          scriptFile: pgbenchFile,
+          clients: CONNS,
+          duration: DURATION,
+          pipeline: false,
+        });
+        requests = p.transactions;
+        rps = p.tps;
       }
-      return {
+      const cpu = mon.stop();
+      const c1 = child ? cpuMs(child.pid)! : 0;
+      const round: Round = {
         variant: v.name,
         round: r,
-        requests: w.requests,
-        rps: w.rps,
+        requests,
+        rps,
         cpu_ms: c1 - c0,
-        ms_per_request: (c1 - c0) / w.requests,
+        ms_per_request: (c1 - c0) / requests,
+        pg_ms_per_request: (cpu.postgres / 100) * (cpu.seconds ?? DURATION) * 1000 / requests,
       };
+      if (STATEMENTS) round.statements = await readStatements(admin, "bench", requests);
+      return round;
     };
     const done: Round[] = [];
     if (flags.concurrent) done.push(...await Promise.all(order.map(one)));
@@ -213,7 +280,7 @@ try {
           row.ms_per_request.toFixed(4)
         } ms/req (${row.requests} req, ${row.rps.toFixed(0)} req/s, svc CPU ${
           row.cpu_ms.toFixed(0)
-        } ms)`,
+        } ms, PostgreSQL ${row.pg_ms_per_request.toFixed(4)} ms/req)`,
       );
     }
   }
@@ -232,6 +299,9 @@ try {
       min_ms: Math.min(...per),
       max_ms: Math.max(...per),
       median_rps: med(rs.map((x) => x.rps)),
+      median_pg_ms: med(rs.map((x) => x.pg_ms_per_request)),
+      pg_min_ms: Math.min(...rs.map((x) => x.pg_ms_per_request)),
+      pg_max_ms: Math.max(...rs.map((x) => x.pg_ms_per_request)),
       ratio_to_first: { median: med(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
     };
   });
@@ -244,7 +314,9 @@ try {
     console.log(
       `  ${s.variant.padEnd(12)} median ${s.median_ms.toFixed(4)} ms (min ${
         s.min_ms.toFixed(4)
-      }, max ${s.max_ms.toFixed(4)}), ${s.median_rps.toFixed(0)} req/s` +
+      }, max ${s.max_ms.toFixed(4)}), ${s.median_rps.toFixed(0)} req/s; PostgreSQL ${
+        s.median_pg_ms.toFixed(4)
+      } ms (${s.pg_min_ms.toFixed(4)}–${s.pg_max_ms.toFixed(4)})` +
         (s.variant === base
           ? ""
           : `; vs ${base}: ×${s.ratio_to_first.median.toFixed(3)} (${
@@ -252,6 +324,33 @@ try {
           }–${s.ratio_to_first.max.toFixed(3)})`),
     );
   }
+  if (STATEMENTS) {
+    for (const v of variants) {
+      const rs = of(v.name).map((x) => x.statements!);
+      // Per statement text: the median over the rounds of its µs per request.
+      const texts = [...new Set(rs.flatMap((x) => x.statements.map((s) => s.query)))];
+      const merged: StatementsPerRequest = {
+        requests: med(rs.map((x) => x.requests)),
+        total_us_per_request: med(rs.map((x) => x.total_us_per_request)),
+        statements: texts.map((q) => {
+          const all = rs.map((x) => x.statements.find((s) => s.query === q));
+          const got = all.filter((s) => s !== undefined);
+          return {
+            ...got[0]!,
+            calls: med(got.map((s) => s!.calls)),
+            plans: med(got.map((s) => s!.plans)),
+            exec_us_per_request: med(all.map((s) => s?.exec_us_per_request ?? 0)),
+            plan_us_per_request: med(all.map((s) => s?.plan_us_per_request ?? 0)),
+          };
+        }).sort((a, b) => b.exec_us_per_request - a.exec_us_per_request),
+      };
+      console.log("");
+      for (const line of formatStatements(`${v.name} (medians of ${rs.length} rounds)`, merged)) {
+        console.log(line);
+      }
+    }
+  }
+  await admin.close();
   if (flags.json) Deno.writeTextFileSync(flags.json, JSON.stringify({ rounds, summary }, null, 2));
 
   if (PROF) {

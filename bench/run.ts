@@ -35,6 +35,12 @@ import {
 } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import {
+  formatStatements,
+  readStatements,
+  resetStatements,
+  type StatementsPerRequest,
+} from "./lib/statements.ts";
+import {
   autocannon,
   ensureWrk,
   type HttpResult,
@@ -631,8 +637,12 @@ async function main(): Promise<Report> {
           ratio_pipeline: null,
         };
         result.runs.push(row);
+        // The write case at 10 connections: PostgreSQL's time per statement, svc's and pgbench's.
+        const perStatement = c.rollback && conns === 10;
+        if (perStatement) row.statements = { svc: null, pgbench: null };
         if (svcWorks) {
           await vacuumFor(c, sql);
+          if (perStatement) await resetStatements(sql);
           try {
             const { value: { value, peak }, cpu } = await withCpu(
               svcPid,
@@ -646,6 +656,10 @@ async function main(): Promise<Report> {
             row.svc = value;
             row.svc_peak_rss_mb = peak;
             row.svc_cpu = cpu;
+            if (perStatement) {
+              row.statements!.svc = await readStatements(sql, "bench", value.requests);
+              for (const l of formatStatements("  svc statements", row.statements!.svc)) log(l);
+            }
           } catch (e) {
             row.svc_error = (e as Error).message;
           }
@@ -659,6 +673,7 @@ async function main(): Promise<Report> {
           pgbench({ ...pgbenchBase, clients: conns, duration, ...o });
         try {
           await vacuumFor(c, sql);
+          if (perStatement) await resetStatements(sql);
           const plain = await withCpu(
             null,
             postmaster,
@@ -666,6 +681,15 @@ async function main(): Promise<Report> {
           );
           row.pgbench = plain.value;
           row.pgbench_cpu = plain.cpu;
+          if (perStatement) {
+            const st: StatementsPerRequest = await readStatements(
+              sql,
+              "bench",
+              plain.value.transactions,
+            );
+            row.statements!.pgbench = st;
+            for (const l of formatStatements("  pgbench statements", st)) log(l);
+          }
           if (PIPE_DURATION > 0) {
             await vacuumFor(c, sql);
             row.pgbench_pipeline = await pgb({

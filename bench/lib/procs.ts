@@ -369,6 +369,8 @@ export interface CpuUse {
   /** Everything else: the load generator (wrk/pgbench) and any other process on the machine. */
   other: number;
   total: number;
+  /** Seconds the measurement lasted (the percentages are of this time). */
+  seconds?: number;
 }
 
 const CLK_TCK = 100;
@@ -454,6 +456,7 @@ export class CpuMonitor {
       postgres: pct(pg),
       other: Math.max(0, pct(busy - svc - pg)),
       total: pct(busy),
+      seconds: secs,
     };
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { HttpResult, PgbenchResult } from "./load.ts";
 import type { CpuUse } from "./procs.ts";
+import type { StatementsPerRequest } from "./statements.ts";
 
 /** One concurrency level of one case. */
 export interface RunRow {
@@ -25,6 +26,11 @@ export interface RunRow {
   /** svc req/s ÷ pgbench tps. */
   ratio: number | null;
   ratio_pipeline: number | null;
+  /**
+   * PostgreSQL's time per statement during the svc run and the plain pgbench run
+   * (pg_stat_statements, write cases at 10 connections).
+   */
+  statements?: { svc: StatementsPerRequest | null; pgbench: StatementsPerRequest | null };
 }
 
 /** The single-request probe of the 100,000-row read. */
@@ -470,6 +476,36 @@ export function renderMarkdown(r: Report): string {
     }
   }
   L.push("");
+  const withStatements = r.cases.flatMap((c) =>
+    c.runs.filter((x) => x.statements).map((x) => ({ c, x }))
+  );
+  for (const { c, x } of withStatements) {
+    L.push(
+      `## PostgreSQL time per statement: ${c.id}, ${x.connections} connections`,
+      "",
+      "From `pg_stat_statements` (reset before each run): execution and planning time of each " +
+        "statement divided by the requests (svc) or transactions (pgbench) of the run, in µs. " +
+        "Wall time inside PostgreSQL, so waiting for a core on a loaded machine counts too; " +
+        "compare the two sides' shares rather than absolute figures.",
+      "",
+      "| side | µs per request | calls per request | plans | statement |",
+      "|---|---:|---:|---:|---|",
+    );
+    for (
+      const [side, st] of [["svc", x.statements!.svc], ["pgbench", x.statements!.pgbench]] as const
+    ) {
+      if (!st) continue;
+      for (const s of st.statements) {
+        L.push(
+          `| ${side} | ${(s.exec_us_per_request + s.plan_us_per_request).toFixed(1)} | ${
+            (s.calls / Math.max(1, st.requests)).toFixed(2)
+          } | ${s.plans} | \`${s.query.replaceAll("|", "\\|").replaceAll("`", "'")}\` |`,
+        );
+      }
+      L.push(`| ${side} | **${st.total_us_per_request.toFixed(1)}** | | | all statements |`);
+    }
+    L.push("");
+  }
 
   const costs = r.cases.filter((c) => c.statement_cost);
   if (costs.length) {

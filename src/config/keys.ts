@@ -102,7 +102,14 @@ export const KEYS: KeySpec[] = [
     kind: "bool",
     default: true,
     doc:
-      "Prepare statements once per connection (named, at most 1,000 each); false sends unnamed statements (parsed every time, still one round trip per request) for PgBouncer in transaction mode.",
+      "Prepare statements once per connection (named, at most 256 each); false sends unnamed statements (parsed every time, still one round trip per request) for PgBouncer in transaction mode.",
+  },
+  {
+    key: "pg.max_lifetime",
+    kind: "number",
+    default: 3600,
+    doc:
+      "Seconds a pooled connection serves before it is closed and replaced (each after 90–100% of it); bounds what a backend accumulates (catalog caches, function plans). 0: never replaced.",
   },
   {
     key: "pg.lease_grace",

@@ -77,6 +77,7 @@ export interface Config {
     pool_timeout: number;
     connect_timeout: number;
     lease_grace: number;
+    max_lifetime: number;
     prepared_statements: boolean;
     /** A replicated deployment: src/db/listen.ts, src/db/replicas.ts. */
     notify_channel: string;
@@ -432,6 +433,11 @@ function build(flat: Flat): Config {
   if (!(cfg.pg.lease_grace >= 0)) {
     throw new ConfigError(
       `invalid value for "pg.lease_grace": expected seconds (0 or more), got ${cfg.pg.lease_grace}`,
+    );
+  }
+  if (!(cfg.pg.max_lifetime >= 0)) {
+    throw new ConfigError(
+      `invalid value for "pg.max_lifetime": expected seconds (0 or more), got ${cfg.pg.max_lifetime}`,
     );
   }
   for (const [name, o] of Object.entries(cfg.openid)) {

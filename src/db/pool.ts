@@ -76,20 +76,30 @@ export interface PoolOptions {
   /** Most bind parameters one statement may carry (`pg.query.max_params`; default: the hard limit). */
   maxParams?: number;
   /**
+   * Seconds a connection serves before it is closed and replaced (`pg.max_lifetime`, default
+   * {@link DEFAULT_MAX_LIFETIME}; 0: for ever). See {@link Database}.
+   */
+  maxLifetime?: number;
+  /**
    * Named prepared statements (`pg.prepared_statements`, default true); false: unnamed statements
    * only, for PgBouncer in transaction mode (still one round trip per request).
    */
   preparedStatements?: boolean;
 }
 
+/** Default of `pg.max_lifetime`, in seconds. */
+export const DEFAULT_MAX_LIFETIME = 3600;
+
 /** Default of `pg.lease_grace`, in seconds. */
 export const DEFAULT_LEASE_GRACE = 5;
 
 /**
  * Named prepared statements kept per pooled connection; beyond it the least recently used one is
- * closed (see src/pg/connection.ts).
+ * closed (see src/pg/connection.ts). Each costs its backend memory for as long as it is kept
+ * (≈ 34 KiB for a 3-level nested read: 1,000 of them made a backend 36 MiB; see
+ * docs/performance.md).
  */
-export const MAX_STATEMENTS = 1000;
+export const MAX_STATEMENTS = 256;
 
 // Times here are `Date.now()`: millisecond precision is enough, and it costs no runtime op
 // (`performance.now()` does, several times per request).
@@ -179,6 +189,8 @@ interface Slot {
   failedAt: number;
   /** When the slot last went back to the free list (`Date.now()`). */
   freeAt: number;
+  /** `Date.now()` past which its connection is replaced (`pg.max_lifetime`); 0: never. */
+  expiresAt: number;
 }
 
 /**
@@ -197,6 +209,11 @@ interface Slot {
  * with a new connection, and the event is logged and counted (`svc_pg_leases_killed_total`). A
  * lease past `statementTimeout` alone is "overdue" ({@link PoolStats.overdue}). With a statement
  * timeout of 0 (statements may run for ever) there is no deadline.
+ *
+ * Lifetime (`pg.max_lifetime`): a connection is used for at most that long (each for a random
+ * 90–100% of it, so connections opened together are not replaced together). One past it is
+ * closed when its lease ends, or when it is found free, and the slot's next request connects anew;
+ * a lease is never interrupted by it.
  */
 export class Database {
   readonly #config: ConnectConfig;
@@ -209,6 +226,8 @@ export class Database {
   readonly #poolTimeoutMs: number;
   readonly #connectTimeoutMs: number;
   readonly #maxStatements: number;
+  /** `pg.max_lifetime` in milliseconds; 0: connections are kept for ever. */
+  readonly #maxLifetimeMs: number;
   /** Milliseconds a lease may go without progress; 0: no deadline. */
   readonly #leaseDeadlineMs: number;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -230,6 +249,7 @@ export class Database {
     this.#poolTimeoutMs = (o.poolTimeout ?? 5) * 1000;
     this.#connectTimeoutMs = (o.connectTimeout ?? 5) * 1000;
     this.#maxStatements = o.preparedStatements === false ? 0 : MAX_STATEMENTS;
+    this.#maxLifetimeMs = (o.maxLifetime ?? DEFAULT_MAX_LIFETIME) * 1000;
     this.statementTimeout = o.statementTimeout ?? 0;
     this.statementTimeoutText = String(this.statementTimeout);
     this.maxParams = Math.min(o.maxParams ?? WIRE_MAX_PARAMS, WIRE_MAX_PARAMS);
@@ -242,6 +262,7 @@ export class Database {
       failures: 0,
       failedAt: 0,
       freeAt: 0,
+      expiresAt: 0,
     }));
     this.#free = [...this.#slots];
   }
@@ -391,6 +412,11 @@ export class Database {
     Deno.unrefTimer(this.#idleTimer);
   }
 
+  /** Whether the slot's connection is past its lifetime (`pg.max_lifetime`). */
+  #expired(slot: Slot): boolean {
+    return slot.expiresAt > 0 && Date.now() >= slot.expiresAt;
+  }
+
   /** A lease of `slot` whose connection is `conn`. */
   #lease(slot: Slot, conn: Connection, requestId?: string): Lease {
     const lease = new Lease(slot, conn, requestId, this.#end);
@@ -405,8 +431,8 @@ export class Database {
     const slot = lease.slot;
     const conn = lease.conn;
     slot.holder = null;
-    if (conn.error || lease.cancelled || this.#closing) {
-      // Dead, or a cancel may still be on its way: never handed out again.
+    if (conn.error || lease.cancelled || this.#closing || this.#expired(slot)) {
+      // Dead, a cancel may still be on its way, or past its lifetime: never handed out again.
       if (slot.conn === conn) slot.conn = null;
       if (!conn.error) void conn.close();
     } else if (!ok || conn.txStatus !== "I") {
@@ -427,7 +453,10 @@ export class Database {
     }
     const slot = this.#free.pop() ?? await this.#take(signal);
     const live = slot.conn;
-    if (live && !live.error) return this.#lease(slot, live, requestId);
+    if (live && !live.error) {
+      if (!this.#expired(slot)) return this.#lease(slot, live, requestId);
+      void live.close(); // past its lifetime while free: replaced below
+    }
     slot.conn = null;
     try {
       const wait = slot.failedAt + backoffMs(slot.failures) - Date.now();
@@ -441,6 +470,9 @@ export class Database {
       });
       slot.failures = 0;
       slot.conn = conn;
+      slot.expiresAt = this.#maxLifetimeMs > 0
+        ? Date.now() + this.#maxLifetimeMs * (0.9 + 0.1 * Math.random())
+        : 0;
       return this.#lease(slot, conn, requestId);
     } catch (e) {
       slot.failures++;

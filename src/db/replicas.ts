@@ -359,6 +359,7 @@ export interface ReadTargetSettings {
   connect_timeout: number;
   lease_grace: number;
   prepared_statements: boolean;
+  max_lifetime: number;
   query: { statement_timeout: number; max_params: number };
 }
 
@@ -383,6 +384,7 @@ export function openReadTargets(
     leaseGrace: cfg.pg.lease_grace,
     maxParams: cfg.pg.query.max_params,
     preparedStatements: cfg.pg.prepared_statements,
+    maxLifetime: cfg.pg.max_lifetime,
   };
   const replicas = uris.map((uri, i) => {
     const monitor = new ReplicaMonitor(uri, cfg.pg.read_max_lag, `replica${i}`).start();

@@ -76,6 +76,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
     leaseGrace: cfg.pg.lease_grace,
+    maxLifetime: cfg.pg.max_lifetime,
     maxParams: cfg.pg.query.max_params,
     preparedStatements: cfg.pg.prepared_statements,
   });

@@ -7,7 +7,9 @@
 import assert from "node:assert/strict";
 import { Database, readJson } from "../../src/db/pool.ts";
 import type { RequestRole } from "../../src/auth/roles.ts";
-import { chinookDb, psql, stopDb } from "../helpers/db.ts";
+import { chinookDb, psql, scalar, stopDb } from "../helpers/db.ts";
+import { testConfig } from "../helpers/server.ts";
+import { ConfigError } from "../../src/config/load.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const anon: RequestRole = { role: "~anonymous", claims: null, requestId: "r-anon" };
@@ -145,6 +147,64 @@ Deno.test("pool: text parameters of every length and script arrive intact (patch
   } finally {
     await db.close();
   }
+});
+
+Deno.test("pool: pg.max_lifetime replaces a connection once it is that old, without failing a request", async () => {
+  const uri = await chinookDb();
+  await psql(`grant usage on schema public to "~anonymous"`);
+  const lifetime = 0.5;
+  const db = new Database(uri, { size: 2, maxLifetime: lifetime });
+  const AGE = "select pg_backend_pid() as pid, extract(epoch from statement_timestamp() - " +
+    "(select backend_start from pg_stat_activity where pid = pg_backend_pid()))::float8 as age";
+  try {
+    const seen: { pid: number; age: number }[] = [];
+    const end = Date.now() + 2500;
+    // Three callers on two connections, back to back: no pause in which a connection could idle.
+    await Promise.all([0, 1, 2].map(async () => {
+      while (Date.now() < end) {
+        const [rows] = await db.pipeline(anon, [{ sql: AGE, params: [] }]);
+        seen.push(rows[0] as { pid: number; age: number });
+      }
+    }));
+    const pids = new Set(seen.map((s) => s.pid));
+    assert.ok(pids.size >= 4, `connections replaced: ${pids.size} backends served the requests`);
+    // No statement ran on a connection older than its lifetime (connect and scheduling slack).
+    const oldest = Math.max(...seen.map((s) => s.age));
+    assert.ok(
+      oldest < lifetime + 0.4,
+      `a statement ran on a ${oldest.toFixed(3)} s old connection`,
+    );
+    // Retired connections are closed, not leaked.
+    await waitFor(async () =>
+      Number(
+        await scalar(`select count(*) from pg_stat_activity where application_name = 'svc'`),
+      ) <= 2, { what: "retired connections closed" });
+  } finally {
+    await db.close();
+  }
+  // 0: connections live for ever (the same backend after the lifetime above).
+  const forever = new Database(uri, { size: 1, maxLifetime: 0 });
+  try {
+    const [[a]] = await forever.pipeline(anon, [{ sql: AGE, params: [] }]);
+    await new Promise((r) => setTimeout(r, (lifetime + 0.2) * 1000)); // the time that must pass
+    const [[b]] = await forever.pipeline(anon, [{ sql: AGE, params: [] }]);
+    assert.equal(b.pid, a.pid);
+  } finally {
+    await forever.close();
+  }
+});
+
+Deno.test("config: pg.max_lifetime is 3600 s by default and not negative", () => {
+  const cfg = testConfig("postgres://x@127.0.0.1:1/x");
+  assert.equal(cfg.pg.max_lifetime, 3600);
+  assert.equal(
+    testConfig("postgres://x@127.0.0.1:1/x", ["--pg.max_lifetime=0"]).pg.max_lifetime,
+    0,
+  );
+  assert.throws(
+    () => testConfig("postgres://x@127.0.0.1:1/x", ["--pg.max_lifetime=-1"]),
+    (e: unknown) => e instanceof ConfigError && /pg\.max_lifetime/.test(e.message),
+  );
 });
 
 Deno.test("pool: stop", async () => {
