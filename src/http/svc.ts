@@ -11,7 +11,7 @@ import {
   type RequestRole,
   type RequestTx,
 } from "../db/pool.ts";
-import { SvcError } from "../errors.ts";
+import { markBatchIndex, SvcError } from "../errors.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
 import { NeedRowTypes } from "../compile/parse_common.ts";
@@ -578,7 +578,7 @@ function answer(ctx: SvcContext, items: Planned[], batch: boolean): Promise<Resp
         }
         await sink.flush();
       } catch (e) {
-        if (batch) markIndex(e, i);
+        if (batch) markBatchIndex(e, i);
         throw e;
       }
     }
@@ -594,15 +594,6 @@ function answer(ctx: SvcContext, items: Planned[], batch: boolean): Promise<Resp
     sink.abort(e);
   });
   return promise;
-}
-
-/** Marks a batch element's failure with its index (`details.index` of the error answer). */
-function markIndex(e: unknown, i: number): void {
-  if (e instanceof SvcError) {
-    e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
-  } else if (e instanceof Error) {
-    (e as Error & { batchIndex?: number }).batchIndex = i;
-  }
 }
 
 /**
@@ -776,7 +767,7 @@ async function post(ctx: SvcContext, req: Request): Promise<Response> {
     try {
       items.push(await planQuery(ctx, parsed.items[i], `/${i}`));
     } catch (e) {
-      markIndex(e, i);
+      markBatchIndex(e, i);
       throw e;
     }
   }
