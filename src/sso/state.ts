@@ -6,13 +6,15 @@
  */
 import { base64url, jwtVerify, SignJWT } from "jose";
 import { SvcError } from "../errors.ts";
-import { cookieValues } from "../auth/session.ts";
+import { cookieValues, setCookie } from "../auth/cookies.ts";
 import { claimOnce } from "../util/once.ts";
 
 /** Name of the state cookie. */
 export const STATE_COOKIE = "svc_sso";
 /** Lifetime of a login's state, seconds. */
 export const STATE_TTL = 600;
+
+const STATE_ATTRIBUTES = { path: "/auth/", httpOnly: true, secure: true } as const;
 
 /** What a login leaves for its callback. */
 export interface SsoState {
@@ -70,12 +72,12 @@ export class StateCookies {
       .setExpirationTime(`${STATE_TTL}s`)
       .sign(await this.#key);
     const sameSite = state.protocol === "saml" ? "None" : "Lax";
-    return `${STATE_COOKIE}=${token}; Max-Age=${STATE_TTL}; Path=/auth/; HttpOnly; Secure; SameSite=${sameSite}`;
+    return setCookie(STATE_COOKIE, token, { ...STATE_ATTRIBUTES, maxAge: STATE_TTL, sameSite });
   }
 
   /** `Set-Cookie` values deleting the state cookie. */
   clear(): string {
-    return `${STATE_COOKIE}=; Max-Age=0; Path=/auth/; HttpOnly; Secure; SameSite=None`;
+    return setCookie(STATE_COOKIE, "", { ...STATE_ATTRIBUTES, maxAge: 0, sameSite: "None" });
   }
 
   /**
