@@ -27,13 +27,6 @@ const LATENCY_BUCKETS = [
   5,
 ];
 
-/** One histogram series of prom-client 15 (what `Histogram.zero` creates). */
-interface Series {
-  bucketValues: Record<number, number>;
-  sum: number;
-  count: number;
-}
-
 /**
  * Request counts by kind and status as plain numbers: a request costs a map lookup and an
  * increment instead of prom-client's label validation and hashing (measured: that was ~7% of a
@@ -55,6 +48,37 @@ interface Latency {
 }
 const latencyByKind = new Map<PathKind, Latency>();
 
+/**
+ * The request latency histogram, whose series are {@link observeRequest}'s plain bucket counts: its
+ * `get()` (prom-client's public read of a metric, which {@link metricsJSON} and the workers'
+ * aggregation use) answers them in prom-client's histogram shape (cumulative `_bucket` series
+ * with `le`, then `+Inf`, `_sum` and `_count`, per kind in first-seen order).
+ */
+class CountedHistogram extends client.Histogram<"kind" | "le"> {
+  // `le` is the bucket label prom-client adds to every histogram's `_bucket` series.
+  override async get(): Promise<
+    client.MetricObjectWithValues<client.MetricValueWithName<"kind" | "le">>
+  > {
+    type Value = client.MetricValueWithName<"kind" | "le">;
+    const base = await super.get(); // name, help, type and aggregator; no series of its own
+    const name = base.name;
+    const values: Value[] = [];
+    for (const [kind, h] of latencyByKind) {
+      let acc = 0;
+      LATENCY_BUCKETS.forEach((le, i) => {
+        acc += h.buckets[i];
+        values.push({ metricName: `${name}_bucket`, labels: { le, kind }, value: acc });
+      });
+      values.push(
+        { metricName: `${name}_bucket`, labels: { le: "+Inf", kind }, value: h.count },
+        { metricName: `${name}_sum`, labels: { kind }, value: h.sum },
+        { metricName: `${name}_count`, labels: { kind }, value: h.count },
+      );
+    }
+    return { ...base, values };
+  }
+}
+
 /** The counters and histograms svc updates as it works. */
 export const metrics = {
   /**
@@ -75,28 +99,12 @@ export const metrics = {
    * Request latency until the response head, by path kind. Fed at scrape time from
    * {@link observeRequest}'s plain bucket counts (do not observe it directly).
    */
-  latency: new client.Histogram<"kind">({
+  latency: new CountedHistogram({
     name: "svc_http_request_duration_seconds",
     help: "Time from request to response head, by path kind.",
     labelNames: ["kind"],
     buckets: LATENCY_BUCKETS,
     registers: [registry],
-    collect() {
-      this.reset();
-      for (const [kind, h] of latencyByKind) {
-        this.zero({ kind });
-        // prom-client keeps a histogram's series in `hashMap` (15.x: non-cumulative bucket counts
-        // by upper bound, sum, count); zero() just added this kind's, as the last entry.
-        const series = Object.values(
-          (this as unknown as { hashMap: Record<string, Series> })
-            .hashMap,
-        );
-        const v = series[series.length - 1];
-        LATENCY_BUCKETS.forEach((b, i) => (v.bucketValues[b] = h.buckets[i]));
-        v.sum = h.sum;
-        v.count = h.count;
-      }
-    },
   }),
   /** Database errors answered, by SQLSTATE class (the code's first two characters). */
   dbErrors: new client.Counter<"class">({
@@ -255,9 +263,19 @@ gauge(
   "max",
 );
 
-/** The Prometheus text exposition of every svc metric. */
-export function metricsText(): Promise<string> {
-  return registry.metrics();
+/** Every svc metric as prom-client's JSON (what a worker sends and the supervisor aggregates). */
+export function metricsJSON(): Promise<
+  client.MetricObjectWithValues<client.MetricValue<string>>[]
+> {
+  return registry.getMetricsAsJSON();
+}
+
+/**
+ * The Prometheus text exposition of every svc metric: {@link metricsJSON} written out by
+ * prom-client (as the supervisor writes the workers' merged values).
+ */
+export async function metricsText(): Promise<string> {
+  return await client.AggregatorRegistry.aggregate([await metricsJSON()]).metrics();
 }
 
 /** Content type of {@link metricsText}. */

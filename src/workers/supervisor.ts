@@ -27,7 +27,7 @@ import {
   reloadState,
 } from "../runtime.ts";
 import { installProcessGuard } from "../guard.ts";
-import { registry } from "../metrics.ts";
+import { metricsJSON } from "../metrics.ts";
 import { serveMetrics } from "../http/metrics.ts";
 import { helperPathHook } from "../typescript/serve.ts";
 import { LocalOnce, type OnceStore } from "../util/once.ts";
@@ -194,7 +194,7 @@ export async function supervise(
     const values = await Promise.all(handles.map((h) => withTimeout(h.report(id, what))));
     if (what !== "metrics") return values;
     // The supervisor's own figures: reloads (workers count requests, pools, caches).
-    const own = await registry.getMetricsAsJSON();
+    const own = await metricsJSON();
     values.push(own.filter((m) => m.name.startsWith("svc_reload")));
     const merged = client.AggregatorRegistry.aggregate(
       values.filter((v) => v !== null) as object[],

@@ -6,7 +6,7 @@
  * @module
  */
 import { type Server, start, type WorkerSide } from "../serve.ts";
-import { registry } from "../metrics.ts";
+import { metricsJSON } from "../metrics.ts";
 import { setOnceStore, storeFull } from "../util/once.ts";
 import type { PoolStats } from "../db/pool.ts";
 import type { FromWorker, ListenFailure, ReportKind, ToWorker } from "./protocol.ts";
@@ -48,7 +48,7 @@ export function runWorker(): void {
     });
 
   const report = async (what: ReportKind): Promise<unknown> =>
-    what === "metrics" ? await registry.getMetricsAsJSON() : server?.poolStats() ?? null;
+    what === "metrics" ? await metricsJSON() : server?.poolStats() ?? null;
 
   scope.onmessage = async (e) => {
     const m = e.data;
