@@ -212,10 +212,6 @@ export function readCacheEntryBytes(key: string, stmt: Statement): number {
 
 const readCache = new ReadCache();
 
-/** The compiled-read cache's entries and estimated bytes. */
-export function readCacheStats(): { size: number; bytes: number } {
-  return readCache.stats();
-}
 /** Requests longer than this are not cached. */
 const CACHE_MAX_KEY = 4096;
 
