@@ -1,9 +1,9 @@
 /**
- * The service's own error: a DECISIONS.md §1 code with its HTTP status. Everything that rejects
+ * The service's own error: a code of docs/query.md "Errors" with its HTTP status. Everything that rejects
  * a request throws this; the HTTP layer turns it into the JSON error body and X-Svc-Errorcode.
  */
 
-/** Status of every service error code (DECISIONS.md §1). */
+/** Status of every service error code (docs/query.md "Errors"). */
 export const STATUS = {
   QUERY_INVALID: 400,
   QUERY_UNKNOWN_RELATION: 404,
@@ -100,7 +100,7 @@ export class SvcError extends Error {
     if (opts.hint !== undefined) this.hint = opts.hint;
   }
 
-  /** The JSON error body (DECISIONS.md §1). */
+  /** The JSON error body (docs/query.md "Errors"). */
   toJSON(): Record<string, unknown> {
     const body: Record<string, unknown> = { code: this.code, message: this.message };
     if (this.details !== undefined) body.details = this.details;

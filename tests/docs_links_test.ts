@@ -1,4 +1,7 @@
-/** The README and docs/ are self-contained: every relative link resolves inside the repository. */
+/**
+ * The README and docs/ are self-contained: every relative link resolves inside the repository, and
+ * no source comment cites a document the repository does not hold.
+ */
 import assert from "node:assert/strict";
 
 const root = new URL("../", import.meta.url);
@@ -58,4 +61,34 @@ Deno.test("docs/configuration.md's table is what scripts/config_reference.ts pri
   const documented = rows(await Deno.readTextFile(new URL("docs/configuration.md", root)));
   assert.ok(generated.length > 100);
   assert.deepEqual(documented, generated, "run: deno run -A scripts/config_reference.ts");
+});
+
+/** Every file under `dir` (relative to the repository), recursively. */
+async function filesUnder(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of Deno.readDir(new URL(dir, root))) {
+    const path = `${dir}${e.name}`;
+    if (e.isDirectory && !["node_modules", ".data", ".peer", "results"].includes(e.name)) {
+      out.push(...await filesUnder(`${path}/`));
+    } else if (e.isFile) out.push(path);
+  }
+  return out;
+}
+
+Deno.test("no source names a document outside the repository (DECISIONS.md, SPEC.md)", async () => {
+  const self = "tests/docs_links_test.ts";
+  const sources = [
+    "main.ts",
+    ...(await Promise.all(["src/", "scripts/", "bench/", "tests/"].map(filesUnder))).flat(),
+  ]
+    .filter((f) => /\.(ts|js|html|css|sql|json)$/.test(f) && f !== self);
+  assert.ok(sources.length > 100);
+  const cited: string[] = [];
+  for (const file of sources) {
+    const lines = (await Deno.readTextFile(new URL(file, root))).split("\n");
+    lines.forEach((line, i) => {
+      if (/DECISIONS|\bSPEC\b/.test(line)) cited.push(`${file}:${i + 1}: ${line.trim()}`);
+    });
+  }
+  assert.deepEqual(cited, [], "cite README.md or docs/*.md instead");
 });

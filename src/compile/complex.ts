@@ -1,5 +1,5 @@
 /**
- * POST /svc bodies (SPEC "ComplexQuery", DECISIONS.md §2 "Batches"): a Relation, a well-known
+ * POST /svc bodies (docs/query.md "ComplexQuery and ComplexResult", "Batches"): a Relation, a well-known
  * reference, a ComplexQuery wrapper, or an array (batch) of those. Validates the wrapper's
  * flags and their combinations; the allow_* gates are the executor's business.
  */

@@ -2,7 +2,7 @@
  * The request pool and per-request transactions, on svc's own PostgreSQL client (src/pg/).
  * Every request runs on a leased connection as `begin; select set_config('role', $1, true),
  * set_config('svc.jwt.claims', $2, true) (also statement_timeout and svc.request_id); …; commit`,
- * all in one batch (one write, one Sync), so a single read costs one round trip (DECISIONS.md §5).
+ * all in one batch (one write, one Sync), so a single read costs one round trip (docs/database-client.md).
  * The role switch is its own statement because privileges are checked per statement.
  */
 import { Connection } from "../pg/connection.ts";
@@ -88,7 +88,7 @@ export interface PoolStats {
   overdue: number;
 }
 
-/** Pool limits (DECISIONS.md §8). */
+/** Pool limits (docs/database-client.md "The pool"). */
 export interface PoolOptions {
   /** Connections for requests (`pg.pool_size`). */
   size: number;

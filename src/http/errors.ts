@@ -1,5 +1,5 @@
 /**
- * The one place errors become HTTP responses (DECISIONS.md §1): service errors keep their code,
+ * The one place errors become HTTP responses (docs/query.md "Errors"): service errors keep their code,
  * database errors map by SQLSTATE (`PG_<sqlstate>`), `RSnnn` raised in SQL becomes status nnn,
  * anything else is INTERNAL. In dev mode generic errors carry the database text and a stack.
  */

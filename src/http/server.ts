@@ -227,7 +227,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
     }
   });
 
-  // Declared routes, then middleware ahead of /svc and static files (DECISIONS.md §6).
+  // Declared routes, then middleware ahead of /svc and static files (docs/routes.md).
   const routes = routeHandler({ cfg, db, sessions, hooks: deps.routeHooks });
   /** Whether declared routes or middleware may apply to a path. */
   const routed = (state: AppState | null, path: string): state is AppState =>

@@ -436,7 +436,7 @@ async function streamRead(
       }
       out.offset = r.node.offset ?? 0;
     }
-    if (r.node.limit !== null) out.limit = r.node.limit; // SPEC: echoed whenever set
+    if (r.node.limit !== null) out.limit = r.node.limit; // echoed whenever set (docs/query.md "ComplexQuery and ComplexResult")
     if (q.query_plan) {
       out.query_plan = want.plan
         ? [await explain(tx, compiled.rows.sql, compiled.rows.params)]

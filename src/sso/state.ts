@@ -1,5 +1,5 @@
 /**
- * SSO protocol state (DECISIONS.md §5, §11): one signed, short-lived cookie `svc_sso` scoped to
+ * SSO protocol state (docs/sso.md "State, RelayState and SameSite"): one signed, short-lived cookie `svc_sso` scoped to
  * `/auth/` carrying what a login must find again at its callback (OIDC state, nonce and PKCE
  * verifier; SAML request id) plus the login's decoded query string. A state is consumed by its
  * callback: a second use of the same cookie fails (SSO_BAD_STATE).

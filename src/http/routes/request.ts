@@ -1,5 +1,5 @@
 /**
- * Building a route's `req` (DECISIONS.md §6): `{method, path, params, query, headers, cookies,
+ * Building a route's `req` (docs/routes.md): `{method, path, params, query, headers, cookies,
  * body, jwt}`. Bodies are capped by `http.max_body_size` (413 before buffering more), strict
  * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
  * only through a hook (else 415).

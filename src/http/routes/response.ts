@@ -1,5 +1,5 @@
 /**
- * Turning a function's `resp` and `content` into an HTTP response (DECISIONS.md §6): status,
+ * Turning a function's `resp` and `content` into an HTTP response (docs/routes.md): status,
  * headers, cookies (default `Max-Age=http.cookies_max_age; Path=/; HttpOnly; Secure;
  * SameSite=Lax`, attributes overridable), `redirect` (303, or `status` if 3xx, with `Location`),
  * `jwt` (object: mint the session, gated by `http.functions.allowed_auth`; null: clear it,
