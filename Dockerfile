@@ -1,14 +1,13 @@
 # svc as a container: the bundle plus the Deno runtime on `scratch`.
 #
-# Build stage: install the locked npm dependencies, apply svc's dependency patches, and write the
-# final stage's files with `deno task rootfs` (bundle, runtime, its shared libraries, CA
-# certificates, empty volume directories). The same script is what tests/e2e/rootfs_test.ts runs
+# Build stage: install the locked npm dependencies and write the final stage's files with
+# `deno task rootfs` (bundle, runtime, its shared libraries, CA certificates, empty volume
+# directories). The same script is what tests/e2e/rootfs_test.ts runs
 # and then starts with this file's ENTRYPOINT under chroot. See docs/deployment.md.
 FROM denoland/deno:debian-2.9.6 AS build
 WORKDIR /src
 COPY . .
 RUN deno install --frozen \
- && deno run -A scripts/patch_deps.ts \
  && deno run -A scripts/rootfs.ts /rootfs
 
 # Final stage: nothing but what svc needs at run time.

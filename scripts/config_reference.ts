@@ -1,6 +1,5 @@
-/** Prints the configuration reference table (Markdown) from the key table, for README.md. */
+/** Prints the configuration reference table (Markdown) from the key table, for docs/configuration.md. */
 import { KEYS } from "../src/config/keys.ts";
-import { isPlanned } from "../src/config/planned.ts";
 
 const kind = (k: (typeof KEYS)[number]["kind"]) => typeof k === "object" ? k.enum.join(" \\| ") : k;
 const def = (d: unknown) =>
@@ -15,7 +14,7 @@ console.log("| key | type | default | meaning |\n|---|---|---|---|");
 for (const k of KEYS) {
   console.log(
     `| \`${k.key}\` | ${kind(k.kind)} | ${def(k.default).replaceAll("|", "\\|")} | ${
-      isPlanned(k.key) ? "**planned** (accepted, no effect yet): " : ""
-    }${k.doc.replaceAll("|", "\\|")} |`,
+      k.doc.replaceAll("|", "\\|")
+    } |`,
   );
 }

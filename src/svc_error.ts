@@ -1,10 +1,10 @@
 /**
- * The service's own error: a DECISIONS.md §1 code with its HTTP status. Everything that rejects
+ * The service's own error: a code of docs/query.md "Errors" with its HTTP status. Everything that rejects
  * a request throws this; the HTTP layer turns it into the JSON error body and X-Svc-Errorcode.
  */
 
-/** Status of every service error code (DECISIONS.md §1). */
-export const STATUS: Record<string, number> = {
+/** Status of every service error code (docs/query.md "Errors"). */
+export const STATUS = {
   QUERY_INVALID: 400,
   QUERY_UNKNOWN_RELATION: 404,
   QUERY_UNKNOWN_COLUMN: 400,
@@ -55,33 +55,54 @@ export const STATUS: Record<string, number> = {
   QUERY_RESULT_TOO_LARGE: 400,
   HTTP_UNSUPPORTED_MEDIA_TYPE: 415,
   INTERNAL: 500,
-};
+} as const satisfies Record<string, number>;
 
-/** Codes a SvcError may carry. */
-export type ErrorCode = keyof typeof STATUS | `RS${number}` | `PG_${string}`;
+/** Codes svc itself raises: exactly the keys of {@link STATUS}, so a misspelled code does not compile. */
+export type ErrorCode = keyof typeof STATUS;
+
+/**
+ * Codes the database raises: `RSnnn` (a function's `raise sqlstate 'RSnnn'`, status nnn) and
+ * `PG_<SQLSTATE>` (any other database error, status by SQLSTATE). They always come with a status.
+ */
+export type DatabaseErrorCode = `RS${number}` | `PG_${string}`;
+
+/** What a SvcError carries beside its code and message. */
+export interface SvcErrorOptions {
+  details?: unknown;
+  hint?: string;
+  /** Overrides the code's status in {@link STATUS}. */
+  status?: number;
+}
 
 /** A request-level error with a stable code (the pair code + X-Svc-Errorcode identifies it). */
 export class SvcError extends Error {
   override name = "SvcError";
-  readonly code: string;
+  readonly code: ErrorCode | DatabaseErrorCode;
   readonly status: number;
   details?: unknown;
   hint?: string;
 
-  /** `status` defaults to the code's status in STATUS (500 when unknown). */
+  /** A code of svc's own (status from {@link STATUS} unless given). */
+  constructor(code: ErrorCode, message: string, opts?: SvcErrorOptions);
+  /** A database's code, with the status it maps to. */
   constructor(
-    code: ErrorCode,
+    code: DatabaseErrorCode,
     message: string,
-    opts: { details?: unknown; hint?: string; status?: number } = {},
+    opts: SvcErrorOptions & { status: number },
+  );
+  constructor(
+    code: ErrorCode | DatabaseErrorCode,
+    message: string,
+    opts: SvcErrorOptions = {},
   ) {
     super(message);
     this.code = code;
-    this.status = opts.status ?? STATUS[code] ?? 500;
+    this.status = opts.status ?? (STATUS as Record<string, number>)[code] ?? 500;
     if (opts.details !== undefined) this.details = opts.details;
     if (opts.hint !== undefined) this.hint = opts.hint;
   }
 
-  /** The JSON error body (DECISIONS.md §1). */
+  /** The JSON error body (docs/query.md "Errors"). */
   toJSON(): Record<string, unknown> {
     const body: Record<string, unknown> = { code: this.code, message: this.message };
     if (this.details !== undefined) body.details = this.details;
@@ -93,4 +114,30 @@ export class SvcError extends Error {
 /** Shorthand for a QUERY_INVALID error pointing at a node of the request (JSON pointer). */
 export function invalid(pointer: string, message: string): SvcError {
   return new SvcError("QUERY_INVALID", message, { details: { pointer } });
+}
+
+const BATCH_INDEX = Symbol("svc.batchIndex");
+
+/**
+ * Marks `e` as the failure of batch element `index`: its error answer carries `details.index`
+ * (kept beside the other details; details that are not an object move to `details.cause`). The
+ * one way a batch index is attached: a SvcError takes it at once, any other error keeps it until
+ * the HTTP layer converts it (which calls this again with the converted error).
+ */
+export function markBatchIndex(e: unknown, index: number): void {
+  if (e instanceof SvcError) {
+    const d = e.details;
+    e.details = d === undefined
+      ? { index }
+      : typeof d === "object" && d !== null && !Array.isArray(d)
+      ? { ...d, index }
+      : { cause: d, index };
+  } else if (e instanceof Error) {
+    (e as Error & { [BATCH_INDEX]?: number })[BATCH_INDEX] = index;
+  }
+}
+
+/** The batch index {@link markBatchIndex} left on an error that is not a SvcError. */
+export function batchIndexOf(e: unknown): number | undefined {
+  return e instanceof Error ? (e as Error & { [BATCH_INDEX]?: number })[BATCH_INDEX] : undefined;
 }

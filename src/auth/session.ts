@@ -8,6 +8,7 @@
  */
 import { jwtVerify, SignJWT } from "jose";
 import { BoundedCache } from "../util/bounded_cache.ts";
+import { cookieValues, setCookie } from "./cookies.ts";
 
 /** HMAC algorithms a session may be signed with. */
 export type SessionAlgorithm = "HS256" | "HS384" | "HS512";
@@ -334,27 +335,12 @@ export class Sessions {
 
   #setCookie(value: string, maxAge: number): string {
     const { cookieName, sameSite, secure } = this.#cfg;
-    const attrs = secure === false ? "HttpOnly" : "HttpOnly; Secure";
-    return `${cookieName}=${value}; Max-Age=${maxAge}; Path=/; ${attrs}; SameSite=${sameSite}`;
+    return setCookie(cookieName, value, {
+      maxAge,
+      path: "/",
+      httpOnly: true,
+      secure: secure !== false,
+      sameSite,
+    });
   }
-}
-
-/**
- * All values of cookie `name` in a `Cookie` header, in order (surrounding double quotes
- * removed). More than one value means the cookie was set for several paths/domains.
- */
-export function cookieValues(cookieHeader: string | null | undefined, name: string): string[] {
-  const values: string[] = [];
-  if (typeof cookieHeader !== "string" || cookieHeader.length === 0) return values;
-  for (const pair of cookieHeader.split(";")) {
-    const eq = pair.indexOf("=");
-    if (eq === -1) continue;
-    if (pair.slice(0, eq).trim() !== name) continue;
-    let value = pair.slice(eq + 1).trim();
-    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) {
-      value = value.slice(1, -1);
-    }
-    values.push(value);
-  }
-  return values;
 }

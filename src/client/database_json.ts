@@ -1,5 +1,5 @@
 /**
- * GET /svc/database.json: the introspected schema as JSON (DECISIONS.md §9), filtered by what
+ * GET /svc/database.json: the introspected schema as JSON (docs/endpoint.md "GET /svc/database.json"), filtered by what
  * the request's role may see (SELECT on relations, EXECUTE on functions, USAGE on schemas).
  */
 import type { Column, Relation, Schema } from "../db/schema.ts";

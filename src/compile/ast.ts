@@ -22,7 +22,7 @@ export type Expr =
   | { kind: "literal"; value: LiteralValue }
   /** `["arr", v…]`. */
   | { kind: "array"; items: Expr[] }
-  /** Any operator of DECISIONS.md §2 by its JSON name (`=`, `and`, `like`, `in`, `fts`, `->` …). */
+  /** Any operator of docs/query.md "Expressions" by its JSON name (`=`, `and`, `like`, `in`, `fts`, `->` …). */
   | { kind: "op"; op: string; args: Expr[] }
   /** `["cast", e, type]`; type already checked against Schema.typeNames. */
   | { kind: "cast"; expr: Expr; type: string }
@@ -48,7 +48,7 @@ export interface OrderTerm {
   nulls: "first" | "last" | null;
 }
 
-/** Write modes (DECISIONS.md §4). */
+/** Write modes (docs/query.md "Writing"). */
 export type WriteMode = "insert" | "upsert" | "merge" | "merge-new" | "readonly";
 
 /** What a RelationNode reads from. */

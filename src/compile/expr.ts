@@ -1,5 +1,5 @@
 /**
- * Expressions of the query tree (SPEC "Expressions"): names, literals, operators, casts, `.`,
+ * Expressions of the query tree (docs/query.md "Expressions"): names, literals, operators, casts, `.`,
  * `agg` and `$param`, resolved against a Scope.
  */
 import { type Column, hasSchemaUsage } from "../db/schema.ts";

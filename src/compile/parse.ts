@@ -1,7 +1,7 @@
 /**
- * The query-tree parser: validates a JSON Relation tree (SPEC "Relation", DECISIONS.md §2)
+ * The query-tree parser: validates a JSON Relation tree (docs/query.md "Reading: the Relation")
  * against the Schema model and produces the resolved AST of ./ast.ts. Every failure is a
- * SvcError with a DECISIONS.md §1 code and `details.pointer`, the JSON pointer of the offending
+ * SvcError with a code of docs/query.md "Errors" and `details.pointer`, the JSON pointer of the offending
  * node in the request.
  */
 import type { Column, Func, Relation, Schema } from "../db/schema.ts";
@@ -155,8 +155,8 @@ function parseSource(
     if (tree.arguments !== undefined) {
       throw invalid(ptr(pointer, "arguments"), "arguments are only allowed with function");
     }
-    // No privilege check here: PostgreSQL's grants and RLS decide (SPEC: no authorization
-    // layer of svc's own); only blacklisted or absent relations are unknown.
+    // No privilege check here: PostgreSQL's grants and RLS decide (svc has no authorization
+    // layer of its own, docs/endpoint.md); only blacklisted or absent relations are unknown.
     const relation = findRelation(ctx.schema, relName, ns);
     if (!relation) {
       throw new SuggestingError(

@@ -1,6 +1,10 @@
 /**
- * The complete table of configuration keys: name (patterns use `<placeholder>` segments), value
- * type, default and a one-line description. The loader, the docs/configuration.md test and `--help` all read it.
+ * The configuration's one schema: every key with its value kind, default and a one-line
+ * description, nested as the configuration is. It validates the loaded configuration
+ * ({@link checkConfig}), the compiler checks {@link Config} is exactly its type, and the flat key
+ * table {@link KEYS} (names with `<placeholder>` segments for the entries of a map) is read from
+ * it: the loader, the docs/configuration.md table (scripts/config_reference.ts) and `--help` all
+ * read that.
  */
 import { z } from "zod";
 import { DEFAULT_MAX_PARAMS } from "../db/bind_limit.ts";
@@ -16,673 +20,635 @@ export interface KeySpec {
   /** Default value (already typed); undefined means unset. "dev" means: follows `dev`. */
   default?: unknown;
   doc: string;
+  /** Coerces and validates a raw value (a string from env or a flag, or a typed file value). */
+  schema: z.ZodType;
 }
 
-/** The individual `http.csp.<directive>` keys (besides default_src and policy). */
-export const CSP_DIRECTIVES: readonly string[] = [
-  "script_src",
-  "style_src",
-  "img_src",
-  "font_src",
-  "connect_src",
-  "object_src",
-  "frame_ancestors",
-  "base_uri",
-  "form_action",
-];
+type Leaf = Omit<KeySpec, "key">;
 
-/** Every known key. Order is the order of docs/configuration.md. */
-export const KEYS: KeySpec[] = [
-  {
-    key: "dev",
-    kind: "bool",
-    default: false,
-    doc:
-      "Development mode: database error text and stack traces in generic errors; listens on 127.0.0.1 unless http.host is set; turns the pg.query.allow_* switches, the TypeScript export and the playground on unless set.",
-  },
-  {
-    key: "config",
-    kind: "string",
-    doc: "Path of a config file (.toml, .yaml/.yml, .huml). Flag `--config` or env `SVC_CONFIG`.",
-  },
-  {
-    key: "secrets.dir",
-    kind: "string",
-    default: "/secrets",
-    doc: "Directory of generated secrets (jwt-secret, OIDC client credentials).",
-  },
-  // pg
-  {
-    key: "pg.uri",
-    kind: "string",
-    doc: "Full connection string; exclusive with the granular pg.* fields.",
-  },
-  {
-    key: "pg.host",
-    kind: "string",
-    default: "localhost",
-    doc: "Database host (when pg.uri is unset).",
-  },
-  { key: "pg.port", kind: "int", default: 5432, doc: "Database port." },
-  { key: "pg.database", kind: "string", doc: "Database name." },
-  {
-    key: "pg.user",
-    kind: "string",
-    doc: "Connecting user; must be a member of every role a JWT may carry.",
-  },
-  { key: "pg.password", kind: "string", doc: "Password of pg.user." },
-  {
-    key: "pg.schemas",
-    kind: "list",
-    doc:
-      "Exposed schemas (comma-separated): introspection, /svc, routes, database.json and database.ts see only these; anything else answers like a name that does not exist (unset: every schema).",
-  },
-  {
-    key: "pg.pool_size",
-    kind: "int",
-    default: 10,
-    doc: "Max pooled connections for requests, the total across http.workers.",
-  },
-  {
-    key: "pg.pool_timeout",
-    kind: "number",
-    default: 5,
-    doc:
-      "Seconds a request waits for a free pooled connection before 503 PG_POOL_EXHAUSTED (with Retry-After).",
-  },
-  {
-    key: "pg.connect_timeout",
-    kind: "number",
-    default: 5,
-    doc:
-      "Seconds a new database connection may take; during an outage requests answer 503 PG_UNAVAILABLE within it.",
-  },
-  {
-    key: "pg.prepared_statements",
-    kind: "bool",
-    default: true,
-    doc:
-      "Prepare statements once per connection (named, at most 256 each); false sends unnamed statements (parsed every time, still one round trip per request) for PgBouncer in transaction mode.",
-  },
-  {
-    key: "pg.max_lifetime",
-    kind: "number",
-    default: 3600,
-    doc:
-      "Seconds a pooled connection serves before it is closed and replaced (each after 90–100% of it); bounds what a backend accumulates (catalog caches, function plans). 0: never replaced.",
-  },
-  {
-    key: "pg.lease_grace",
-    kind: "number",
-    default: 5,
-    doc:
-      "Seconds past pg.query.statement_timeout a pooled connection may stay leased without progress before svc closes and replaces it (503 PG_UNAVAILABLE); no limit when that timeout is 0.",
-  },
-  // A replicated deployment: reload everywhere, read replicas (docs/deployment.md).
-  {
-    key: "pg.notify_channel",
-    kind: "string",
-    default: "svc",
-    doc:
-      "Channel every svc process LISTENs on (a connection of its own): `NOTIFY svc, 'reload'` reloads like SIGUSR1; \"\" disables listening.",
-  },
-  {
-    key: "pg.listen_uri",
-    kind: "string",
-    doc:
-      "Connection string of the listen connection (default: pg.uri); behind a pooler in transaction mode, point it at PostgreSQL directly.",
-  },
-  {
-    key: "pg.read_uri",
-    kind: "list",
-    default: [],
-    doc:
-      "Read replicas' connection strings (comma-separated or a list): reads run on a replica that is up and caught up, else on the primary.",
-  },
-  {
-    key: "pg.read_pool_size",
-    kind: "int",
-    default: 10,
-    doc: "Max pooled connections per read replica, the total across http.workers.",
-  },
-  {
-    key: "pg.read_max_lag",
-    kind: "number",
-    default: 5,
-    doc:
-      "Seconds a read replica may lag behind the primary (its last replayed commit, checked every 500 ms) before reads skip it.",
-  },
-  {
-    key: "pg.read_primary_claim",
-    kind: "string",
-    doc:
-      "Session claim that sends a session's reads to the primary when true, or when a number of seconds since the epoch still to come.",
-  },
-  {
-    key: "pg.query.anonymous_role",
-    kind: "string",
-    default: "~anonymous",
-    doc: "Role of sessionless requests; if it does not exist, anonymous access is disabled (401).",
-  },
-  { key: "pg.query.max_depth", kind: "int", default: 6, doc: "Maximum join nesting." },
-  {
-    key: "pg.query.wellknown_path",
-    kind: "string",
-    default: "/wellknown",
-    doc: "Colon-separated directories searched recursively for well-known query files.",
-  },
-  {
-    key: "pg.query.allow_count",
-    kind: "bool",
-    default: "dev",
-    doc: "Enables the `count` flag (default: dev).",
-  },
-  {
-    key: "pg.query.allow_stats",
-    kind: "bool",
-    default: "dev",
-    doc: "Enables the `stats` flag (default: dev).",
-  },
-  {
-    key: "pg.query.allow_query_plan",
-    kind: "bool",
-    default: "dev",
-    doc: "Enables the `query_plan` flag (default: dev).",
-  },
-  {
-    key: "pg.query.allow_sql",
-    kind: "bool",
-    default: "dev",
-    doc: "Enables the `sql` flag (default: dev).",
-  },
-  {
-    key: "pg.query.allow_rollback",
-    kind: "bool",
-    default: "dev",
-    doc: "Enables the `rollback` flag (default: dev).",
-  },
-  {
-    key: "pg.query.statement_timeout",
-    kind: "int",
-    default: 30000,
-    doc:
-      "Per-request statement timeout in milliseconds, set inside each request's transaction (0: no limit); expiry is 504 PG_57014.",
-  },
-  {
-    key: "pg.query.max_joins",
-    kind: "int",
-    default: 50,
-    doc: "Most joins one query tree may hold, at every depth (400 QUERY_INVALID beyond).",
-  },
-  {
-    key: "pg.query.max_params",
-    kind: "int",
-    default: DEFAULT_MAX_PARAMS,
-    doc:
-      "Most bind parameters (request values) one statement may carry, 100 to 65533 (the protocol's and driver's limit); 400 QUERY_INVALID beyond, before anything is sent.",
-  },
-  {
-    key: "pg.query.max_row_size",
-    kind: "int",
-    default: 67108864,
-    doc:
-      "Largest single answer row in bytes (64 MiB); a larger one cancels the query with 400 QUERY_RESULT_TOO_LARGE.",
-  },
-  {
-    key: "blacklist.relations.<schema>.<name>",
-    kind: "yn",
-    doc:
-      "`y` adds a relation to the blacklist (`*`: the whole schema); `n`: not listed by this configuration (never removes a built-in entry; that is warned about).",
-  },
-  { key: "blacklist.functions.<schema>.<name>", kind: "yn", doc: "Same for functions." },
-  // http
-  {
-    key: "http.host",
-    kind: "string",
-    default: "0.0.0.0",
-    doc: "Listen address (all interfaces by default).",
-  },
-  { key: "http.port", kind: "int", default: 8080, doc: "Listen port." },
-  {
-    key: "http.workers",
-    kind: "int",
-    doc:
-      "Worker threads serving HTTP on the one port (SO_REUSEPORT), each with its share of pg.pool_size (default: the cores the process may use; 1 in dev).",
-  },
-  {
-    key: "http.public_host",
-    kind: "string",
-    doc: "Externally reachable bare host (no scheme); required for SSO.",
-  },
-  {
-    key: "http.public_scheme",
-    kind: { enum: ["http", "https"] },
-    doc: "Scheme of SSO redirect and ACS URLs (default: https, http for localhost/127.0.0.1).",
-  },
-  {
-    key: "http.cookies_max_age",
-    kind: "int",
-    default: 86400,
-    doc: "Default max-age of cookies set by a route response (not the JWT cookie).",
-  },
-  {
-    key: "http.max_body_size",
-    kind: "int",
-    default: 10 * 1024 * 1024,
-    doc: "Max request body in bytes (413 before buffering).",
-  },
-  {
-    key: "http.max_part_count",
-    kind: "int",
-    default: 100,
-    doc: "Max multipart parts per declared-route request.",
-  },
-  {
-    key: "http.max_json_depth",
-    kind: "int",
-    default: 64,
-    doc:
-      "Deepest nesting of arrays/objects a JSON request body may have (400 QUERY_INVALID beyond).",
-  },
-  {
-    key: "http.max_batch",
-    kind: "int",
-    default: 100,
-    doc: "Most queries one batch (a JSON array on POST /svc) may hold (400 QUERY_INVALID beyond).",
-  },
-  {
-    key: "http.max_header_size",
-    kind: "int",
-    default: 16384,
-    doc: "Max total size of a request's header names and values in bytes (431 beyond).",
-  },
-  {
-    key: "http.body_timeout",
-    kind: "int",
-    default: 30,
-    doc:
-      "Seconds a request body may stall between two chunks (one of at most 16 KiB: to arrive whole) before 408 HTTP_BODY_TIMEOUT.",
-  },
-  {
-    key: "http.static.path",
-    kind: "string",
-    doc: "Colon-separated static directories served as fallback; the first is the write directory.",
-  },
-  {
-    key: "http.upload.dir",
-    kind: "string",
-    doc: "Subpath of the write directory for streamed uploads (unset: uploads disabled).",
-  },
-  {
-    key: "http.upload.max_size",
-    kind: "int",
-    doc: "Cap on a streamed upload (default: http.max_body_size).",
-  },
-  {
-    key: "http.templates.path",
-    kind: "string",
-    default: "/template",
-    doc: "Directory of templates.",
-  },
-  {
-    key: "http.typescript.enable",
-    kind: "bool",
-    default: "dev",
-    doc: "Serve /svc/database.ts (default: dev).",
-  },
-  {
-    key: "http.typescript.schemas",
-    kind: "list",
-    doc: "Whitelist of exportable schemas (default: every schema but pg_catalog).",
-  },
-  {
-    key: "http.functions.allowed_auth",
-    kind: "string",
-    doc:
-      "Regular expression on schema.function names allowed to mint a session (jwt object; jwt null is never gated; unrestricted when unset).",
-  },
-  {
-    key: "http.functions.sso_callback",
-    kind: "string",
-    doc: "Fallback SSO callback function (schema.function).",
-  },
-  {
-    key: "http.cors.allowed_origins",
-    kind: "list",
-    default: [],
-    doc: "Exact origins, or `*` (empty: closed).",
-  },
-  {
-    key: "http.cors.allowed_methods",
-    kind: "list",
-    default: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-    doc: "Methods a preflight may approve.",
-  },
-  {
-    key: "http.cors.allowed_headers",
-    kind: "list",
-    default: ["content-type", "authorization", "x-requested-with", "accept"],
-    doc: "Headers a preflight may approve.",
-  },
-  { key: "http.cors.max_age", kind: "int", default: 600, doc: "Preflight cache seconds." },
-  {
-    key: "http.csp.default_src",
-    kind: "string",
-    default: "'self'",
-    doc: "Baseline CSP directive.",
-  },
-  ...CSP_DIRECTIVES.map((d): KeySpec => ({
-    key: `http.csp.${d}`,
-    kind: "string",
-    doc: `CSP ${d.replace("_", "-")} (default: default_src).`,
-  })),
-  {
-    key: "http.csp.policy",
-    kind: "string",
-    doc: "Full raw Content-Security-Policy; replaces the individual directives.",
-  },
-  {
-    key: "http.metrics.enable",
-    kind: "bool",
-    default: "dev",
-    doc: "Serve Prometheus metrics at /svc/metrics on the main listener (default: dev).",
-  },
-  {
-    key: "http.metrics.port",
-    kind: "int",
-    doc:
-      "Serve /svc/metrics on a listener of its own on this port of http.metrics.host (whatever http.metrics.enable says); the main listener then does not.",
-  },
-  {
-    key: "http.metrics.host",
-    kind: "string",
-    default: "127.0.0.1",
-    doc: "Address the http.metrics.port listener binds.",
-  },
-  {
-    key: "http.playground.enable",
-    kind: "bool",
-    default: "dev",
-    doc: "Serve the query playground page at /svc/playground (default: dev).",
-  },
-  {
-    key: "route.<schema>.<function>.path",
-    kind: "string",
-    doc: "Declares a route (path pattern with {name} placeholders).",
-  },
-  {
-    key: "route.<schema>.<function>.method",
-    kind: "string",
-    doc: "Comma-separated methods (inferred from volatility when unset).",
-  },
-  {
-    key: "route.<schema>.<function>.template",
-    kind: "string",
-    doc: "Default template of the route.",
-  },
-  {
-    key: "route.<schema>.<function>.stream_upload",
-    kind: "bool",
-    default: false,
-    doc: "Disk-streaming upload flow.",
-  },
-  {
-    key: "route.<schema>.<function>.middleware",
-    kind: "bool",
-    default: false,
-    doc: "Marks a middleware function.",
-  },
-  // jwt
-  {
-    key: "jwt.max_age",
-    kind: "int",
-    default: 1800,
-    doc: "Lifetime of a freshly minted token, seconds.",
-  },
-  {
-    key: "jwt.renew_after",
-    kind: "number",
-    default: 0.5,
-    doc: "Fraction of the lifespan after which a used token is renewed.",
-  },
-  {
-    key: "jwt.max_session_age",
-    kind: "int",
-    default: 604800,
-    doc: "Ceiling on total session lifetime from auth_time, seconds.",
-  },
-  {
-    key: "jwt.same_site",
-    kind: { enum: ["Strict", "Lax", "None"] },
-    default: "Lax",
-    doc: "SameSite of the JWT cookie.",
-  },
-  {
-    key: "jwt.algorithm",
-    kind: { enum: ["HS256", "HS384", "HS512"] },
-    default: "HS256",
-    doc: "Signing algorithm.",
-  },
-  { key: "jwt.cookie_name", kind: "string", default: "accesstoken", doc: "Cookie name." },
-  {
-    key: "jwt.secure",
-    kind: "bool",
-    default: true,
-    doc:
-      "Secure attribute of the session cookie. false only for a plain-http staging host (svc warns at startup); not with jwt.same_site=None.",
-  },
-  {
-    key: "jwt.secret",
-    kind: "string",
-    doc: "Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret.",
-  },
-  // jwt: external issuers (src/auth/issuers.ts)
-  {
-    key: "jwt.jwks_url",
-    kind: "string",
-    doc:
-      "An identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup, for an unknown kid at most every 30 s; unset: HS tokens only).",
-  },
-  {
-    key: "jwt.issuer",
-    kind: "string",
-    doc: "Required iss of JWKS-verified tokens (unset: not checked; needs jwt.jwks_url).",
-  },
-  {
-    key: "jwt.audience",
-    kind: "list",
-    doc:
-      "Accepted aud values of JWKS-verified tokens, any one of them (unset: not checked; needs jwt.jwks_url).",
-  },
-  {
-    key: "jwt.role_claim",
-    kind: "string",
-    default: "role",
-    doc:
-      'Path of the role in JWKS-verified tokens\' claims: `role`, `.app_metadata.role`, `."https://example.com/role"`, `.roles[0]`.',
-  },
-  // sso
-  { key: "openid.<name>.issuer", kind: "string", doc: "OIDC issuer URL (required per entry)." },
-  {
-    key: "openid.<name>.client_id",
-    kind: "string",
-    doc: "Client id (default: file <secrets.dir>/openid-<name>.id).",
-  },
-  {
-    key: "openid.<name>.client_secret",
-    kind: "string",
-    doc: "Client secret (default: file <secrets.dir>/openid-<name>.secret).",
-  },
-  {
-    key: "openid.<name>.scopes",
-    kind: "list",
-    default: ["openid", "email", "profile"],
-    doc: "Scopes.",
-  },
-  {
-    key: "openid.<name>.fetch_userinfo",
-    kind: "bool",
-    default: false,
-    doc: "Merge userinfo claims over the ID token's.",
-  },
-  {
-    key: "openid.<name>.public_host",
-    kind: "string",
-    doc: "Per-entry public host (default: http.public_host).",
-  },
-  {
-    key: "openid.<name>.callback_function",
-    kind: "string",
-    doc: "Callback function (default: http.functions.sso_callback).",
-  },
-  {
-    key: "saml.certificate_path",
-    kind: "string",
-    default: "/secrets/saml.crt",
-    doc: "Colon-separated search list of the SP certificate (generated if missing).",
-  },
-  {
-    key: "saml.private_key_path",
-    kind: "string",
-    default: "/secrets/saml.key",
-    doc: "Colon-separated search list of the SP private key.",
-  },
-  {
-    key: "saml.<name>.idp_metadata_url",
-    kind: "string",
-    doc: "IdP metadata URL (required per entry).",
-  },
-  {
-    key: "saml.<name>.force_signed_requests",
-    kind: "bool",
-    default: true,
-    doc:
-      "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
-  },
-  {
-    key: "saml.<name>.public_host",
-    kind: "string",
-    doc: "Per-entry public host (default: http.public_host).",
-  },
-  {
-    key: "saml.<name>.callback_function",
-    kind: "string",
-    doc: "Callback function (default: http.functions.sso_callback).",
-  },
-  { key: "saml.<name>.certificate_path", kind: "string", doc: "Per-entry SP certificate." },
-  { key: "saml.<name>.private_key_path", kind: "string", doc: "Per-entry SP private key." },
-  {
-    key: "saml.<name>.metadata_refresh",
-    kind: "int",
-    default: 3600,
-    doc:
-      "Seconds between IdP metadata re-fetches (sooner when its cacheDuration or validUntil says so; also on reload).",
-  },
-  {
-    key: "saml.<name>.allow_unsolicited",
-    kind: "bool",
-    default: false,
-    doc: "Accept IdP-initiated responses (no InResponseTo, no login started by this browser).",
-  },
-  {
-    key: "saml.<name>.allow_sha1",
-    kind: "bool",
-    default: false,
-    doc: "Accept SHA-1 signatures and digests (RSA-SHA1) from the IdP.",
-  },
-  {
-    key: "saml.<name>.max_response_size",
-    kind: "int",
-    default: 262144,
-    doc: "Largest SAMLResponse in bytes (decoded); larger is 413 before any XML parsing.",
-  },
-  {
-    key: "sso.store",
-    kind: "string",
-    doc:
-      "Table (schema.table) recording consumed SSO assertion and state ids for every process; unset: in memory, per process.",
-  },
-  // logging, reload, export
-  {
-    key: "logging.handler",
-    kind: { enum: ["pretty", "json"] },
-    default: "pretty",
-    doc: "Log format.",
-  },
-  {
-    key: "logging.level",
-    kind: { enum: ["debug", "info", "warn", "error"] },
-    default: "info",
-    doc: "Minimum level.",
-  },
-  {
-    key: "logging.filter.<attr>",
-    kind: "string",
-    doc: "Regular expression a line's attribute must match (lines without it are shown).",
-  },
-  {
-    key: "logging.exclude.<attr>",
-    kind: "string",
-    doc: "Regular expression suppressing matching lines (after filters).",
-  },
-  {
-    key: "reload.cmd",
-    kind: "string",
-    doc: "Command run (sh -c) before every reload; env SVC_RELOAD_REASON=startup|signal.",
-  },
-  {
-    key: "reload.timeout",
-    kind: "int",
-    default: 120,
-    doc: "reload.cmd is aborted and the reload fails after this many seconds.",
-  },
-  {
-    key: "reload.drain_timeout",
-    kind: "int",
-    default: 30,
-    doc: "Seconds to wait for in-flight requests at reload and shutdown.",
-  },
-  {
-    key: "typescript.helper_path",
-    kind: "string",
-    doc: "Where database.ts is written at startup and each reload.",
-  },
-];
+/** The key of each leaf schema of {@link CONFIG_SCHEMA}. */
+const LEAVES = new WeakMap<z.core.$ZodType, Leaf>();
+/** The placeholder naming the entries of a map (`<schema>`, `<name>`, …). */
+const PLACEHOLDERS = new WeakMap<z.core.$ZodType, string>();
 
 const BOOL_TRUE = new Set(["true", "1", "yes", "y", "on"]);
 const BOOL_FALSE = new Set(["false", "0", "no", "n", "off"]);
 
-/** The zod schema that coerces and validates a raw value (string from env/flags, or typed). */
-export function schemaFor(kind: KeyKind): z.ZodType {
-  if (typeof kind === "object") return z.enum(kind.enum as [string, ...string[]]);
-  switch (kind) {
-    case "string":
-      return z.union([z.string(), z.number().transform(String)]);
-    case "int":
-      return z.union([z.number(), z.string().regex(/^-?\d+$/).transform(Number)]).pipe(
-        z.number().int().min(0),
-      );
-    case "number":
-      return z.union([z.number(), z.string().regex(/^-?\d+(\.\d+)?$/).transform(Number)]).pipe(
-        z.number().min(0),
-      );
-    case "bool":
-      return z.union([
-        z.boolean(),
-        z.string().refine((s) => BOOL_TRUE.has(s.toLowerCase()) || BOOL_FALSE.has(s.toLowerCase()))
-          .transform((s) => BOOL_TRUE.has(s.toLowerCase())),
-      ]);
-    case "yn":
-      return z.union([
-        z.boolean().transform((b) => (b ? "y" : "n")),
-        z.string().transform((s) => s.toLowerCase()).pipe(z.enum(["y", "n"])),
-      ]);
-    case "list":
-      return z.union([
-        z.array(z.union([z.string(), z.number().transform(String)])),
-        z.string().transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
-      ]);
+/**
+ * A builder of keys of one kind: `key(doc)` is unset by default, `key(doc, value)` defaults to
+ * `value`, `key.entry(doc)` is the value of a map entry (present when the entry is).
+ */
+function kindOf<S extends z.ZodType>(kind: KeyKind, make: () => S) {
+  function key(doc: string): z.ZodOptional<S>;
+  function key(doc: string, dflt: z.output<S>): S;
+  function key(doc: string, dflt?: z.output<S>): S | z.ZodOptional<S> {
+    const schema = make();
+    LEAVES.set(schema, { kind, doc, default: dflt, schema });
+    if (dflt !== undefined) return schema;
+    const optional = schema.optional();
+    LEAVES.set(optional, { kind, doc, schema });
+    return optional;
   }
+  const entry = (doc: string): S => {
+    const schema = make();
+    LEAVES.set(schema, { kind, doc, schema });
+    return schema;
+  };
+  return Object.assign(key, { entry });
+}
+
+const text = kindOf("string", () => z.union([z.string(), z.number().transform(String)]));
+const int = kindOf(
+  "int",
+  () =>
+    z.union([z.number(), z.string().regex(/^-?\d+$/).transform(Number)]).pipe(
+      z.number().int().min(0),
+    ),
+);
+const num = kindOf(
+  "number",
+  () =>
+    z.union([z.number(), z.string().regex(/^-?\d+(\.\d+)?$/).transform(Number)]).pipe(
+      z.number().min(0),
+    ),
+);
+const bool = kindOf("bool", () =>
+  z.union([
+    z.boolean(),
+    z.string().refine((s) => BOOL_TRUE.has(s.toLowerCase()) || BOOL_FALSE.has(s.toLowerCase()))
+      .transform((s) => BOOL_TRUE.has(s.toLowerCase())),
+  ]));
+const yn = kindOf("yn", () =>
+  z.union([
+    z.boolean().transform((b) => (b ? "y" : "n")),
+    z.string().transform((s) => s.toLowerCase()).pipe(z.enum(["y", "n"])),
+  ]));
+const list = kindOf("list", () =>
+  z.union([
+    z.array(z.union([z.string(), z.number().transform(String)])),
+    z.string().transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
+  ]));
+
+/** A switch that follows `dev` unless set. */
+function devSwitch(doc: string) {
+  const schema = bool.entry(doc);
+  LEAVES.set(schema, { kind: "bool", doc, default: "dev", schema });
+  return schema;
+}
+
+/** A key holding one of `values`. */
+function oneOf<const T extends readonly [string, ...string[]]>(
+  values: T,
+  doc: string,
+): z.ZodOptional<z.ZodEnum<{ [K in T[number]]: K }>>;
+function oneOf<const T extends readonly [string, ...string[]]>(
+  values: T,
+  doc: string,
+  dflt: T[number],
+): z.ZodEnum<{ [K in T[number]]: K }>;
+function oneOf<const T extends readonly [string, ...string[]]>(
+  values: T,
+  doc: string,
+  dflt?: T[number],
+) {
+  const key = kindOf({ enum: [...values] }, () => z.enum(values));
+  return dflt === undefined ? key(doc) : key(doc, dflt);
+}
+
+/** Names the entries of a map for {@link KEYS} (`<placeholder>`). */
+function named<S extends z.ZodType>(placeholder: string, schema: S): S {
+  PLACEHOLDERS.set(schema, placeholder);
+  return schema;
+}
+
+/** A map of entries named by `<placeholder>`. */
+function each<S extends z.ZodType>(placeholder: string, schema: S) {
+  return z.record(z.string(), named(placeholder, schema));
+}
+
+const CSP_DIRECTIVE_KEYS = Object.fromEntries(
+  [
+    "script_src",
+    "style_src",
+    "img_src",
+    "font_src",
+    "connect_src",
+    "object_src",
+    "frame_ancestors",
+    "base_uri",
+    "form_action",
+  ].map((d) => [d, text(`CSP ${d.replace("_", "-")} (default: default_src).`)]),
+);
+
+/** The individual `http.csp.<directive>` keys (besides default_src and policy). */
+export const CSP_DIRECTIVES: readonly string[] = Object.keys(CSP_DIRECTIVE_KEYS);
+
+/** Every known key, nested as the configuration is. Order is the order of docs/configuration.md. */
+const CONFIG_SCHEMA = z.object({
+  dev: bool(
+    "Development mode: database error text and stack traces in generic errors; listens on 127.0.0.1 unless http.host is set; turns the pg.query.allow_* switches, the TypeScript export and the playground on unless set.",
+    false,
+  ),
+  config: text(
+    "Path of a config file (.toml, .yaml/.yml, .huml). Flag `--config` or env `SVC_CONFIG`.",
+  ),
+  secrets: z.object({
+    dir: text("Directory of generated secrets (jwt-secret, OIDC client credentials).", "/secrets"),
+  }),
+  pg: z.object({
+    uri: text("Full connection string; exclusive with the granular pg.* fields."),
+    host: text("Database host (when pg.uri is unset).", "localhost"),
+    port: int("Database port.", 5432),
+    database: text("Database name."),
+    user: text("Connecting user; must be a member of every role a JWT may carry."),
+    password: text("Password of pg.user."),
+    schemas: list(
+      "Exposed schemas (comma-separated): introspection, /svc, routes, database.json and database.ts see only these; anything else answers like a name that does not exist (unset: every schema).",
+    ),
+    pool_size: int("Max pooled connections for requests, the total across http.workers.", 10),
+    pool_timeout: num(
+      "Seconds a request waits for a free pooled connection before 503 PG_POOL_EXHAUSTED (with Retry-After).",
+      5,
+    ),
+    connect_timeout: num(
+      "Seconds a new database connection may take; during an outage requests answer 503 PG_UNAVAILABLE within it.",
+      5,
+    ),
+    prepared_statements: bool(
+      "Prepare statements once per connection (named, at most 256 each); false sends unnamed statements (parsed every time, still one round trip per request) for PgBouncer in transaction mode.",
+      true,
+    ),
+    max_lifetime: num(
+      "Seconds a pooled connection serves before it is closed and replaced (each after 90–100% of it); bounds what a backend accumulates (catalog caches, function plans). 0: never replaced.",
+      3600,
+    ),
+    lease_grace: num(
+      "Seconds past pg.query.statement_timeout a pooled connection may stay leased without progress before svc closes and replaces it (503 PG_UNAVAILABLE); no limit when that timeout is 0.",
+      5,
+    ),
+    // A replicated deployment: reload everywhere, read replicas (docs/deployment.md).
+    notify_channel: text(
+      "Channel every svc process LISTENs on (a connection of its own): `NOTIFY svc, 'reload'` reloads like SIGUSR1; \"\" disables listening.",
+      "svc",
+    ),
+    listen_uri: text(
+      "Connection string of the listen connection (default: pg.uri); behind a pooler in transaction mode, point it at PostgreSQL directly.",
+    ),
+    read_uri: list(
+      "Read replicas' connection strings (comma-separated or a list): reads run on a replica that is up and caught up, else on the primary.",
+      [],
+    ),
+    read_pool_size: int(
+      "Max pooled connections per read replica, the total across http.workers.",
+      10,
+    ),
+    read_max_lag: num(
+      "Seconds a read replica may lag behind the primary (its last replayed commit, checked every 500 ms) before reads skip it.",
+      5,
+    ),
+    read_primary_claim: text(
+      "Session claim that sends a session's reads to the primary when true, or when a number of seconds since the epoch still to come.",
+    ),
+    query: z.object({
+      anonymous_role: text(
+        "Role of sessionless requests; if it does not exist, anonymous access is disabled (401).",
+        "~anonymous",
+      ),
+      max_depth: int("Maximum join nesting.", 6),
+      wellknown_path: text(
+        "Colon-separated directories searched recursively for well-known query files.",
+        "/wellknown",
+      ),
+      allow_count: devSwitch("Enables the `count` flag (default: dev)."),
+      allow_stats: devSwitch("Enables the `stats` flag (default: dev)."),
+      allow_query_plan: devSwitch("Enables the `query_plan` flag (default: dev)."),
+      allow_sql: devSwitch("Enables the `sql` flag (default: dev)."),
+      allow_rollback: devSwitch("Enables the `rollback` flag (default: dev)."),
+      statement_timeout: int(
+        "Per-request statement timeout in milliseconds, set inside each request's transaction (0: no limit); expiry is 504 PG_57014.",
+        30000,
+      ),
+      max_joins: int(
+        "Most joins one query tree may hold, at every depth (400 QUERY_INVALID beyond).",
+        50,
+      ),
+      max_params: int(
+        "Most bind parameters (request values) one statement may carry, 100 to 65533 (the protocol's and driver's limit); 400 QUERY_INVALID beyond, before anything is sent.",
+        DEFAULT_MAX_PARAMS,
+      ),
+      max_row_size: int(
+        "Largest single answer row in bytes (64 MiB); a larger one cancels the query with 400 QUERY_RESULT_TOO_LARGE.",
+        67108864,
+      ),
+    }),
+  }),
+  blacklist: z.object({
+    relations: each(
+      "schema",
+      each(
+        "name",
+        yn.entry(
+          "`y` adds a relation to the blacklist (`*`: the whole schema); `n`: not listed by this configuration (never removes a built-in entry; that is warned about).",
+        ),
+      ),
+    ),
+    functions: each("schema", each("name", yn.entry("Same for functions."))),
+  }),
+  http: z.object({
+    host: text("Listen address (all interfaces by default).", "0.0.0.0"),
+    port: int("Listen port.", 8080),
+    workers: int(
+      "Worker threads serving HTTP on the one port (SO_REUSEPORT), each with its share of pg.pool_size (default: the cores the process may use; 1 in dev).",
+    ),
+    public_host: text("Externally reachable bare host (no scheme); required for SSO."),
+    public_scheme: oneOf(
+      ["http", "https"],
+      "Scheme of SSO redirect and ACS URLs (default: https, http for localhost/127.0.0.1).",
+    ),
+    cookies_max_age: int(
+      "Default max-age of cookies set by a route response (not the JWT cookie).",
+      86400,
+    ),
+    max_body_size: int("Max request body in bytes (413 before buffering).", 10 * 1024 * 1024),
+    max_part_count: int("Max multipart parts per declared-route request.", 100),
+    max_json_depth: int(
+      "Deepest nesting of arrays/objects a JSON request body may have (400 QUERY_INVALID beyond).",
+      64,
+    ),
+    max_batch: int(
+      "Most queries one batch (a JSON array on POST /svc) may hold (400 QUERY_INVALID beyond).",
+      100,
+    ),
+    max_header_size: int(
+      "Max total size of a request's header names and values in bytes (431 beyond).",
+      16384,
+    ),
+    body_timeout: int(
+      "Seconds a request body may stall between two chunks (one of at most 16 KiB: to arrive whole) before 408 HTTP_BODY_TIMEOUT.",
+      30,
+    ),
+    static: z.object({
+      path: text(
+        "Colon-separated static directories served as fallback; the first is the write directory.",
+      ),
+    }),
+    upload: z.object({
+      dir: text("Subpath of the write directory for streamed uploads (unset: uploads disabled)."),
+      max_size: int("Cap on a streamed upload (default: http.max_body_size)."),
+    }),
+    templates: z.object({
+      path: text("Directory of templates.", "/template"),
+    }),
+    typescript: z.object({
+      enable: devSwitch("Serve /svc/database.ts (default: dev)."),
+      schemas: list("Whitelist of exportable schemas (default: every schema but pg_catalog)."),
+    }),
+    functions: z.object({
+      allowed_auth: text(
+        "Regular expression on schema.function names allowed to mint a session (jwt object; jwt null is never gated; unrestricted when unset).",
+      ),
+      sso_callback: text("Fallback SSO callback function (schema.function)."),
+    }),
+    cors: z.object({
+      allowed_origins: list("Exact origins, or `*` (empty: closed).", []),
+      allowed_methods: list("Methods a preflight may approve.", [
+        "GET",
+        "POST",
+        "PUT",
+        "PATCH",
+        "DELETE",
+        "OPTIONS",
+      ]),
+      allowed_headers: list("Headers a preflight may approve.", [
+        "content-type",
+        "authorization",
+        "x-requested-with",
+        "accept",
+      ]),
+      max_age: int("Preflight cache seconds.", 600),
+    }),
+    csp: z.object({
+      default_src: text("Baseline CSP directive.", "'self'"),
+      ...CSP_DIRECTIVE_KEYS,
+      policy: text("Full raw Content-Security-Policy; replaces the individual directives."),
+    }),
+    metrics: z.object({
+      enable: devSwitch(
+        "Serve Prometheus metrics at /svc/metrics on the main listener (default: dev).",
+      ),
+      port: int(
+        "Serve /svc/metrics on a listener of its own on this port of http.metrics.host (whatever http.metrics.enable says); the main listener then does not.",
+      ),
+      host: text("Address the http.metrics.port listener binds.", "127.0.0.1"),
+    }),
+    playground: z.object({
+      enable: devSwitch("Serve the query playground page at /svc/playground (default: dev)."),
+    }),
+  }),
+  route: each(
+    "schema",
+    each(
+      "function",
+      z.object({
+        path: text("Declares a route (path pattern with {name} placeholders)."),
+        method: text("Comma-separated methods (inferred from volatility when unset)."),
+        template: text("Default template of the route."),
+        stream_upload: bool("Disk-streaming upload flow.", false),
+        middleware: bool("Marks a middleware function.", false),
+      }),
+    ),
+  ),
+  jwt: z.object({
+    max_age: int("Lifetime of a freshly minted token, seconds.", 1800),
+    renew_after: num("Fraction of the lifespan after which a used token is renewed.", 0.5),
+    max_session_age: int("Ceiling on total session lifetime from auth_time, seconds.", 604800),
+    same_site: oneOf(["Strict", "Lax", "None"], "SameSite of the JWT cookie.", "Lax"),
+    algorithm: oneOf(["HS256", "HS384", "HS512"], "Signing algorithm.", "HS256"),
+    cookie_name: text("Cookie name.", "accesstoken"),
+    secure: bool(
+      "Secure attribute of the session cookie. false only for a plain-http staging host (svc warns at startup); not with jwt.same_site=None.",
+      true,
+    ),
+    secret: text("Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret."),
+    // External issuers (src/auth/issuers.ts).
+    jwks_url: text(
+      "An identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup, for an unknown kid at most every 30 s; unset: HS tokens only).",
+    ),
+    issuer: text("Required iss of JWKS-verified tokens (unset: not checked; needs jwt.jwks_url)."),
+    audience: list(
+      "Accepted aud values of JWKS-verified tokens, any one of them (unset: not checked; needs jwt.jwks_url).",
+    ),
+    role_claim: text(
+      'Path of the role in JWKS-verified tokens\' claims: `role`, `.app_metadata.role`, `."https://example.com/role"`, `.roles[0]`.',
+      "role",
+    ),
+  }),
+  openid: each(
+    "name",
+    z.object({
+      issuer: text("OIDC issuer URL (required per entry)."),
+      client_id: text("Client id (default: file <secrets.dir>/openid-<name>.id)."),
+      client_secret: text("Client secret (default: file <secrets.dir>/openid-<name>.secret)."),
+      scopes: list("Scopes.", ["openid", "email", "profile"]),
+      fetch_userinfo: bool("Merge userinfo claims over the ID token's.", false),
+      public_host: text("Per-entry public host (default: http.public_host)."),
+      callback_function: text("Callback function (default: http.functions.sso_callback)."),
+    }),
+  ),
+  saml: z.object({
+    certificate_path: text(
+      "Colon-separated search list of the SP certificate (generated if missing).",
+      "/secrets/saml.crt",
+    ),
+    private_key_path: text(
+      "Colon-separated search list of the SP private key.",
+      "/secrets/saml.key",
+    ),
+  }).catchall(named(
+    "name",
+    z.object({
+      idp_metadata_url: text("IdP metadata URL (required per entry)."),
+      force_signed_requests: bool(
+        "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
+        true,
+      ),
+      public_host: text("Per-entry public host (default: http.public_host)."),
+      callback_function: text("Callback function (default: http.functions.sso_callback)."),
+      certificate_path: text("Per-entry SP certificate."),
+      private_key_path: text("Per-entry SP private key."),
+      metadata_refresh: int(
+        "Seconds between IdP metadata re-fetches (sooner when its cacheDuration or validUntil says so; also on reload).",
+        3600,
+      ),
+      allow_unsolicited: bool(
+        "Accept IdP-initiated responses (no InResponseTo, no login started by this browser).",
+        false,
+      ),
+      allow_sha1: bool("Accept SHA-1 signatures and digests (RSA-SHA1) from the IdP.", false),
+      max_response_size: int(
+        "Largest SAMLResponse in bytes (decoded); larger is 413 before any XML parsing.",
+        262144,
+      ),
+    }),
+  )),
+  sso: z.object({
+    store: text(
+      "Table (schema.table) recording consumed SSO assertion and state ids for every process; unset: in memory, per process.",
+    ),
+  }),
+  logging: z.object({
+    handler: oneOf(["pretty", "json"], "Log format.", "pretty"),
+    level: oneOf(["debug", "info", "warn", "error"], "Minimum level.", "info"),
+    filter: each(
+      "attr",
+      text.entry("Regular expression a line's attribute must match (lines without it are shown)."),
+    ),
+    exclude: each(
+      "attr",
+      text.entry("Regular expression suppressing matching lines (after filters)."),
+    ),
+  }),
+  reload: z.object({
+    cmd: text("Command run (sh -c) before every reload; env SVC_RELOAD_REASON=startup|signal."),
+    timeout: int("reload.cmd is aborted and the reload fails after this many seconds.", 120),
+    drain_timeout: int("Seconds to wait for in-flight requests at reload and shutdown.", 30),
+  }),
+  typescript: z.object({
+    helper_path: text("Where database.ts is written at startup and each reload."),
+  }),
+});
+
+/** A route declared in configuration. */
+export interface RouteConfig {
+  path?: string;
+  method?: string;
+  template?: string;
+  stream_upload: boolean;
+  middleware: boolean;
+}
+
+/** An OIDC provider entry. */
+export interface OpenIdConfig {
+  issuer?: string;
+  client_id?: string;
+  client_secret?: string;
+  scopes: string[];
+  fetch_userinfo: boolean;
+  public_host?: string;
+  callback_function?: string;
+}
+
+/** A SAML provider entry. */
+export interface SamlConfig {
+  idp_metadata_url?: string;
+  force_signed_requests: boolean;
+  public_host?: string;
+  callback_function?: string;
+  certificate_path?: string;
+  private_key_path?: string;
+  /** Seconds between IdP metadata re-fetches. */
+  metadata_refresh: number;
+  /** Accept IdP-initiated (unsolicited) responses. */
+  allow_unsolicited: boolean;
+  /** Accept SHA-1 signatures and digests. */
+  allow_sha1: boolean;
+  /** Largest accepted SAMLResponse, decoded bytes. */
+  max_response_size: number;
+}
+
+/**
+ * The typed, validated configuration: what {@link CONFIG_SCHEMA} reads, written out for the public
+ * API (whose types are declared, not inferred); the compiler checks the two are the same type.
+ */
+export interface Config {
+  dev: boolean;
+  config?: string;
+  secrets: { dir: string };
+  pg: {
+    uri?: string;
+    host: string;
+    port: number;
+    database?: string;
+    user?: string;
+    password?: string;
+    /** `pg.schemas`: the exposed schemas (unset: every schema). */
+    schemas?: string[];
+    pool_size: number;
+    pool_timeout: number;
+    connect_timeout: number;
+    lease_grace: number;
+    max_lifetime: number;
+    prepared_statements: boolean;
+    /** A replicated deployment: src/db/listen.ts, src/db/replicas.ts. */
+    notify_channel: string;
+    listen_uri?: string;
+    read_uri: string[];
+    read_pool_size: number;
+    read_max_lag: number;
+    read_primary_claim?: string;
+    query: {
+      anonymous_role: string;
+      max_depth: number;
+      wellknown_path: string;
+      allow_count: boolean;
+      allow_stats: boolean;
+      allow_query_plan: boolean;
+      allow_sql: boolean;
+      allow_rollback: boolean;
+      statement_timeout: number;
+      max_row_size: number;
+      max_joins: number;
+      max_params: number;
+    };
+  };
+  blacklist: {
+    relations: Record<string, Record<string, "y" | "n">>;
+    functions: Record<string, Record<string, "y" | "n">>;
+  };
+  http: {
+    host: string;
+    port: number;
+    /** Unset: one per usable core (1 in dev); see {@link workerCount}. */
+    workers?: number;
+    public_host?: string;
+    public_scheme?: "http" | "https";
+    cookies_max_age: number;
+    max_body_size: number;
+    max_part_count: number;
+    max_json_depth: number;
+    max_batch: number;
+    max_header_size: number;
+    body_timeout: number;
+    static: { path?: string };
+    upload: { dir?: string; max_size?: number };
+    templates: { path: string };
+    typescript: { enable: boolean; schemas?: string[] };
+    functions: { allowed_auth?: string; sso_callback?: string };
+    cors: {
+      allowed_origins: string[];
+      allowed_methods: string[];
+      allowed_headers: string[];
+      max_age: number;
+    };
+    csp: {
+      default_src: string;
+      script_src?: string;
+      style_src?: string;
+      img_src?: string;
+      font_src?: string;
+      connect_src?: string;
+      object_src?: string;
+      frame_ancestors?: string;
+      base_uri?: string;
+      form_action?: string;
+      policy?: string;
+    };
+    metrics: { enable: boolean; port?: number; host: string };
+    playground: { enable: boolean };
+  };
+  route: Record<string, Record<string, RouteConfig>>;
+  jwt: {
+    max_age: number;
+    renew_after: number;
+    max_session_age: number;
+    same_site: "Strict" | "Lax" | "None";
+    algorithm: "HS256" | "HS384" | "HS512";
+    cookie_name: string;
+    secure: boolean;
+    secret?: string;
+    jwks_url?: string;
+    issuer?: string;
+    audience?: string[];
+    role_claim: string;
+  };
+  openid: Record<string, OpenIdConfig>;
+  saml: Record<string, SamlConfig> & { certificate_path: string; private_key_path: string };
+  /** `sso.store`: the replay store table (unset: in memory, per process). */
+  sso: { store?: string };
+  logging: {
+    handler: "pretty" | "json";
+    level: "debug" | "info" | "warn" | "error";
+    filter: Record<string, string>;
+    exclude: Record<string, string>;
+  };
+  reload: { cmd?: string; timeout: number; drain_timeout: number };
+  typescript: { helper_path?: string };
+}
+
+/** True when A and B are each assignable to the other. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+// Fails to compile when Config and the schema disagree (a key, a type or an optionality).
+const _configIsTheSchemasType: Same<z.output<typeof CONFIG_SCHEMA>, Config> = true;
+
+/**
+ * Validates an assembled configuration (every key already checked and defaulted by the loader)
+ * against the schema; throws an Error naming the first key that does not fit.
+ */
+export function checkConfig(raw: unknown): Config {
+  const checked = CONFIG_SCHEMA.safeParse(raw);
+  if (checked.success) return checked.data;
+  const issue = checked.error.issues[0];
+  throw new Error(`"${issue.path.join(".")}": ${issue.message}`);
+}
+
+/** Every known key, flat, in the schema's order. */
+export const KEYS: readonly KeySpec[] = flatKeys(CONFIG_SCHEMA, [], []);
+
+function flatKeys(schema: z.core.$ZodType, path: string[], out: KeySpec[]): KeySpec[] {
+  const leaf = LEAVES.get(schema);
+  const entries = (s: z.core.$ZodType) => `<${PLACEHOLDERS.get(s) ?? "name"}>`;
+  if (leaf) {
+    out.push({ key: path.join("."), ...leaf });
+  } else if (schema instanceof z.ZodRecord) {
+    flatKeys(schema.valueType, [...path, entries(schema.valueType)], out);
+  } else if (schema instanceof z.ZodObject) {
+    for (const [k, v] of Object.entries(schema.shape)) flatKeys(v, [...path, k], out);
+    const rest = schema.def.catchall;
+    if (rest) flatKeys(rest, [...path, entries(rest)], out);
+  } else {
+    throw new Error(`config schema: ${path.join(".")} is neither a key nor a group of keys`);
+  }
+  return out;
 }
 
 /** Describes a kind for error messages. */

@@ -7,7 +7,7 @@ import { parse as parseToml } from "smol-toml";
 import { loadYaml, parseYaml } from "../formats/yaml.ts";
 import { parse as parseHuml } from "../formats/huml.ts";
 import { isConfigEnv } from "./env.ts";
-import { closestKey, describeKind, KEYS, matchKey, schemaFor } from "./keys.ts";
+import { checkConfig, closestKey, type Config, describeKind, KEYS, matchKey } from "./keys.ts";
 import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import { checkIssuerConfig } from "../auth/issuers.ts";
 import { checkExposedConfig } from "../db/exposed.ts";
@@ -21,147 +21,7 @@ export class ConfigError extends Error {
 /** Where a value came from. */
 export type Source = "default" | "file" | "env" | "flag";
 
-/** A route declared in configuration. */
-export interface RouteConfig {
-  path?: string;
-  method?: string;
-  template?: string;
-  stream_upload: boolean;
-  middleware: boolean;
-}
-
-/** An OIDC provider entry. */
-export interface OpenIdConfig {
-  issuer?: string;
-  client_id?: string;
-  client_secret?: string;
-  scopes: string[];
-  fetch_userinfo: boolean;
-  public_host?: string;
-  callback_function?: string;
-}
-
-/** A SAML provider entry. */
-export interface SamlConfig {
-  idp_metadata_url?: string;
-  force_signed_requests: boolean;
-  public_host?: string;
-  callback_function?: string;
-  certificate_path?: string;
-  private_key_path?: string;
-  /** Seconds between IdP metadata re-fetches. */
-  metadata_refresh: number;
-  /** Accept IdP-initiated (unsolicited) responses. */
-  allow_unsolicited: boolean;
-  /** Accept SHA-1 signatures and digests. */
-  allow_sha1: boolean;
-  /** Largest accepted SAMLResponse, decoded bytes. */
-  max_response_size: number;
-}
-
-/** The typed, validated configuration. */
-export interface Config {
-  dev: boolean;
-  config?: string;
-  secrets: { dir: string };
-  pg: {
-    uri?: string;
-    host: string;
-    port: number;
-    database?: string;
-    user?: string;
-    password?: string;
-    /** `pg.schemas`: the exposed schemas (unset: every schema). */
-    schemas?: string[];
-    pool_size: number;
-    pool_timeout: number;
-    connect_timeout: number;
-    lease_grace: number;
-    max_lifetime: number;
-    prepared_statements: boolean;
-    /** A replicated deployment: src/db/listen.ts, src/db/replicas.ts. */
-    notify_channel: string;
-    listen_uri?: string;
-    read_uri: string[];
-    read_pool_size: number;
-    read_max_lag: number;
-    read_primary_claim?: string;
-    query: {
-      anonymous_role: string;
-      max_depth: number;
-      wellknown_path: string;
-      allow_count: boolean;
-      allow_stats: boolean;
-      allow_query_plan: boolean;
-      allow_sql: boolean;
-      allow_rollback: boolean;
-      statement_timeout: number;
-      max_row_size: number;
-      max_joins: number;
-      max_params: number;
-    };
-  };
-  blacklist: {
-    relations: Record<string, Record<string, "y" | "n">>;
-    functions: Record<string, Record<string, "y" | "n">>;
-  };
-  http: {
-    host: string;
-    port: number;
-    /** Unset: one per usable core (1 in dev); see {@link workerCount}. */
-    workers?: number;
-    public_host?: string;
-    public_scheme?: "http" | "https";
-    cookies_max_age: number;
-    max_body_size: number;
-    max_part_count: number;
-    max_json_depth: number;
-    max_batch: number;
-    max_header_size: number;
-    body_timeout: number;
-    static: { path?: string };
-    upload: { dir?: string; max_size?: number };
-    templates: { path: string };
-    typescript: { enable: boolean; schemas?: string[] };
-    functions: { allowed_auth?: string; sso_callback?: string };
-    cors: {
-      allowed_origins: string[];
-      allowed_methods: string[];
-      allowed_headers: string[];
-      max_age: number;
-    };
-    csp: Record<string, string | undefined>;
-    metrics: { enable: boolean; port?: number; host: string };
-    playground: { enable: boolean };
-  };
-  route: Record<string, Record<string, RouteConfig>>;
-  jwt: {
-    max_age: number;
-    renew_after: number;
-    max_session_age: number;
-    same_site: "Strict" | "Lax" | "None";
-    algorithm: "HS256" | "HS384" | "HS512";
-    cookie_name: string;
-    secure: boolean;
-    secret?: string;
-    jwks_url?: string;
-    issuer?: string;
-    audience?: string[];
-    role_claim: string;
-  };
-  openid: Record<string, OpenIdConfig>;
-  saml: Record<string, SamlConfig> & { certificate_path?: string; private_key_path?: string };
-  /** `sso.store`: the replay store table (unset: in memory, per process). */
-  sso: { store?: string };
-  logging: {
-    handler: "pretty" | "json";
-    level: "debug" | "info" | "warn" | "error";
-    filter: Record<string, string>;
-    exclude: Record<string, string>;
-  };
-  reload: { cmd?: string; timeout: number; drain_timeout: number };
-  typescript: { helper_path?: string };
-}
+export type { Config, OpenIdConfig, RouteConfig, SamlConfig } from "./keys.ts";
 
 /** Raw inputs of a load; defaults to the process's own. */
 export interface LoadInput {
@@ -302,7 +162,7 @@ function build(flat: Flat): Config {
         `unknown configuration key "${key}" ${loc}; did you mean "${closestKey(key)}"?`,
       );
     }
-    const parsed = schemaFor(m.spec.kind).safeParse(value);
+    const parsed = m.spec.schema.safeParse(value);
     if (!parsed.success) {
       const loc = source === "file" ? `in ${locateKey(where, key)}` : at;
       throw new ConfigError(
@@ -356,7 +216,16 @@ function build(flat: Flat): Config {
       }
     }
   }
-  out.sso ??= {};
+  // Every group of keys exists, with nothing set in it or not (`http.upload`, `route`, …).
+  for (const spec of KEYS) {
+    const path = spec.key.split(".");
+    const open = path.findIndex((p) => p.startsWith("<"));
+    let o = out;
+    for (const p of path.slice(0, open < 0 ? -1 : open)) {
+      o[p] ??= {};
+      o = o[p] as Record<string, unknown>;
+    }
+  }
   const store = (out.sso as { store?: string }).store;
   if (store !== undefined) {
     try {
@@ -365,18 +234,13 @@ function build(flat: Flat): Config {
       throw new ConfigError(`invalid value for "sso.store": ${(e as Error).message}`);
     }
   }
-  out.blacklist ??= {};
-  const bl = out.blacklist as Record<string, unknown>;
-  bl.relations ??= {};
-  bl.functions ??= {};
-  const logging = out.logging as Record<string, unknown>;
-  logging.filter ??= {};
-  logging.exclude ??= {};
-  (out.http as Record<string, unknown>).static ??= {};
-  (out.http as Record<string, unknown>).upload ??= {};
-  (out.http as Record<string, unknown>).functions ??= {};
-  out.typescript ??= {};
-  const cfg = out as unknown as Config;
+  let cfg: Config;
+  try {
+    cfg = checkConfig(out);
+  } catch (e) {
+    // Every value was checked against its key above: this is svc's own mistake.
+    throw new ConfigError(`invalid configuration at ${(e as Error).message}`);
+  }
   const granular = ["pg.host", "pg.port", "pg.database", "pg.user", "pg.password"].filter((k) =>
     explicit.has(k)
   );

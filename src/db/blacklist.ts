@@ -2,7 +2,7 @@
  * The blacklist: relations and functions that behave as nonexistent. Built-in entries cover the
  * system schemas and dangerous functions (in any schema, since extensions such as dblink install
  * into user schemas); `blacklist.relations.<schema>.<name>` / `blacklist.functions.…` config
- * entries add to them (SPEC: "Adds to the built-in list"): `y` lists a name, `n` means "not
+ * entries add to them (docs/endpoint.md: configuration only adds to the built-in list): `y` lists a name, `n` means "not
  * listed by this configuration" (it can carve an exception out of the configuration's own
  * patterns, never out of the built-in list; such an entry is reported in `warnings`). A name or
  * schema `*` matches all; a trailing `*` in a name is a prefix match.

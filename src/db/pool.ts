@@ -58,7 +58,7 @@ export interface PoolStats {
   overdue: number;
 }
 
-/** Pool limits (DECISIONS.md §8). */
+/** Pool limits (docs/database-client.md "The pool"). */
 export interface PoolOptions {
   /** Connections for requests (`pg.pool_size`). */
   size: number;

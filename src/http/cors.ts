@@ -1,5 +1,5 @@
 /**
- * CORS (DECISIONS.md §10): `http.cors.allowed_origins` holds exact origins or `*`. An exact
+ * CORS (docs/http.md): `http.cors.allowed_origins` holds exact origins or `*`. An exact
  * allowed origin gets itself in `Access-Control-Allow-Origin` plus credentials; `*` gets `*` and
  * never credentials; a refused origin (and the opaque origin `null`, always) gets no CORS header.
  * A preflight (`OPTIONS` with `Access-Control-Request-Method`) answers 204 either way.

@@ -1,5 +1,5 @@
 /**
- * Content-Security-Policy for HTML responses (DECISIONS.md §10): the `http.csp.*` directives
+ * Content-Security-Policy for HTML responses (docs/http.md): the `http.csp.*` directives
  * (each defaulting to `default_src`) or `http.csp.policy` verbatim, or a response's own
  * `resp.csp`, with a fresh per-response nonce added to `script-src` and `style-src`.
  */

@@ -1,9 +1,9 @@
 /**
- * The one place errors become HTTP responses (DECISIONS.md §1): service errors keep their code,
+ * The one place errors become HTTP responses (docs/query.md "Errors"): service errors keep their code,
  * database errors map by SQLSTATE (`PG_<sqlstate>`), `RSnnn` raised in SQL becomes status nnn,
  * anything else is INTERNAL. In dev mode generic errors carry the database text and a stack.
  */
-import { SvcError } from "../svc_error.ts";
+import { batchIndexOf, markBatchIndex, SvcError } from "../svc_error.ts";
 import { rowTooLarge } from "../compile/rowsize.ts";
 
 /** What the mapping needs to know about the request. */
@@ -80,14 +80,8 @@ export function statusOfSqlState(code: string): number {
 /** Converts any thrown value into a SvcError (keeping database details for dev mode). */
 export function toSvcError(e: unknown, ctx: ErrorContext): SvcError {
   const err = convert(e, ctx);
-  // A batch element's failure reports its index (DECISIONS.md §2 "Batches").
-  const index = (e as { batchIndex?: number } | null)?.batchIndex;
-  if (index !== undefined && err !== e) {
-    const d = err.details;
-    err.details = d !== null && typeof d === "object" && !Array.isArray(d)
-      ? { ...d, index }
-      : { index };
-  }
+  const index = err === e ? undefined : batchIndexOf(e);
+  if (index !== undefined) markBatchIndex(err, index);
   return err;
 }
 

@@ -1,17 +1,15 @@
 /**
- * `multipart/form-data` decoded as a stream with `@mjackson/multipart-parser` (patched in
- * `patches/` with an `onContent` hook so a file part's bytes can go to disk instead of memory).
- * The body is read chunk by chunk under a byte cap (413 HTTP_BODY_TOO_LARGE before buffering
- * more), an idle timeout (408 HTTP_BODY_TIMEOUT) and a part cap (413 HTTP_TOO_MANY_PARTS).
- * Without `stream`, fields are strings and files `{filename, content_type, size,
- * content_base64}`; with it, every file part goes to `<dir>/<uuid>` and is listed in `files` as
- * `{field, filename, content_type, size, path}`. A failed decode removes every file it wrote.
+ * `multipart/form-data` decoded as a stream with `@fastify/busboy`: every part's bytes are taken
+ * as they arrive, a file part's written to disk chunk by chunk when streaming. The body is read
+ * chunk by chunk under a byte cap (413 HTTP_BODY_TOO_LARGE before buffering more), an idle timeout
+ * (408 HTTP_BODY_TIMEOUT) and a part cap (413 HTTP_TOO_MANY_PARTS); the parser takes the next chunk
+ * only once the parts have taken the previous one. Without `stream`, fields are strings and files
+ * `{filename, content_type, size, content_base64}`; with it, every file part goes to
+ * `<dir>/<uuid>` and is listed in `files` as `{field, filename, content_type, size, path}`. A part
+ * is a file when it has a filename; names are read as UTF-8, a field's value must be UTF-8, a part
+ * without Content-Type is `text/plain`. A failed decode removes every file it wrote.
  */
-import {
-  getMultipartBoundary,
-  MultipartParser,
-  type MultipartPart,
-} from "@mjackson/multipart-parser";
+import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import { SvcError } from "../svc_error.ts";
 import { encodeBase64 } from "./base64.ts";
 
@@ -47,9 +45,6 @@ export interface MultipartOptions {
   /** Longest wait for the next body chunk, in ms (default 30 000). */
   idleTimeoutMs?: number;
 }
-
-/** The patched parser's hook: return true when the chunk was taken (not buffered in the part). */
-type ContentHook = (part: MultipartPart, chunk: Uint8Array) => boolean;
 
 // deno-lint-ignore no-control-regex
 const CONTROL = /[\x00-\x1f\x7f]/g;
@@ -88,150 +83,189 @@ export async function decodeMultipart(
   if (!isMultipart(req)) {
     throw new SvcError("HTTP_MULTIPART_INVALID", "the body is not multipart/form-data");
   }
-  const boundary = getMultipartBoundary(ct);
-  if (!boundary) {
-    throw new SvcError("HTTP_MULTIPART_INVALID", "multipart/form-data without a boundary");
-  }
   const cap = opts.stream ? opts.stream.maxSize : opts.maxBodySize;
   const tooLarge = () => new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${cap} bytes`);
+  let parser: BusboyInstance;
+  try {
+    parser = Busboy({
+      headers: { "content-type": ct },
+      preservePath: true, // the client's file name is kept as text (never used as a path)
+      isPartAFile: () => true, // every part as bytes: a field's text is decoded here, strictly
+      limits: { parts: opts.maxParts, headerSize: 8 * 1024 },
+    });
+  } catch {
+    throw new SvcError("HTTP_MULTIPART_INVALID", "multipart/form-data without a boundary");
+  }
   const announced = Number(req.headers.get("content-length") ?? "NaN");
   if (announced > cap) throw tooLarge();
+  if (!req.body) throw new SvcError("HTTP_MULTIPART_INVALID", "multipart body is empty");
   if (opts.stream) await Deno.mkdir(opts.stream.dir, { recursive: true });
 
-  const parser = new MultipartParser(boundary, {
-    maxHeaderSize: 8 * 1024,
-    maxFileSize: Number.MAX_SAFE_INTEGER,
-  });
-  const seen = new Set<MultipartPart>();
-  const count = (part: MultipartPart) => {
-    if (seen.has(part)) return;
-    seen.add(part);
-    if (seen.size > opts.maxParts) {
-      throw new SvcError(
+  /** The first failure (of the parser or a part); every wait below ends on it. */
+  const failed = Promise.withResolvers<never>();
+  let failure: unknown = undefined;
+  const fail = (e: unknown) => {
+    if (failure !== undefined) return;
+    failure = e;
+    failed.reject(e);
+  };
+  failed.promise.catch(() => {});
+  const stored: StoredFile[] = [];
+  const open = new Set<Deno.FsFile>();
+  /** Each part's name and value, in part order (streamed file parts have none). */
+  const values: ({ name: string; value: unknown } | null)[] = [];
+  /**
+   * Chunks of streamed file parts waiting to be written, in order (views of the read buffer: they
+   * are written before that buffer is read into again); `null` closes the part's file.
+   */
+  const queue: { file: Deno.FsFile; stored: StoredFile; chunk: Uint8Array | null }[] = [];
+
+  parser.on("partsLimit", () =>
+    fail(
+      new SvcError(
         "HTTP_TOO_MANY_PARTS",
         `more than ${opts.maxParts} multipart parts (http.max_part_count)`,
-      );
-    }
-  };
-  const streamed = (part: MultipartPart) => opts.stream !== undefined && part.isFile;
-  /** Chunks of streamed parts waiting to be written, in order. */
-  const queue: { part: MultipartPart; chunk: Uint8Array }[] = [];
-  const open = new Map<MultipartPart, { file: Deno.FsFile; stored: StoredFile }>();
-  const stored: StoredFile[] = [];
-  const hook: ContentHook = (part, chunk) => {
-    count(part);
-    // Chunks may be views of a reused read buffer: in-memory parts keep a copy.
-    if (!streamed(part)) part.content.push(chunk.slice());
-    else queue.push({ part, chunk });
-    return true;
-  };
-  (parser as unknown as { onContent: ContentHook }).onContent = hook;
-
-  const target = (part: MultipartPart) => {
-    let t = open.get(part);
-    if (!t) {
-      const path = `${opts.stream!.dir.replace(/\/+$/, "")}/${crypto.randomUUID()}`;
+      ),
+    ));
+  parser.on("error", (e: unknown) => fail(invalid(e)));
+  parser.on("file", (field, stream, rawFilename, _encoding, mimeType) => {
+    const index = values.push(null) - 1;
+    const name = cleanName(utf8(field ?? ""));
+    const filename = rawFilename === undefined ? undefined : cleanName(utf8(rawFilename));
+    stream.on("error", (e: unknown) => fail(invalid(e)));
+    if (opts.stream && filename !== undefined) {
+      const path = `${opts.stream.dir.replace(/\/+$/, "")}/${crypto.randomUUID()}`;
       const file = Deno.openSync(path, { write: true, createNew: true, mode: 0o640 });
-      const s: StoredFile = {
-        field: fieldName(part),
-        filename: cleanName(part.filename ?? ""),
-        content_type: part.mediaType ?? "application/octet-stream",
-        size: 0,
-        path,
-      };
+      open.add(file);
+      const s: StoredFile = { field: name, filename, content_type: mimeType, size: 0, path };
       stored.push(s);
-      t = { file, stored: s };
-      open.set(part, t);
-    }
-    return t;
-  };
-  const flush = async () => {
-    while (queue.length > 0) {
-      const { part, chunk } = queue.shift()!;
-      const t = target(part);
-      await writeAll(t.file, chunk);
-      t.stored.size += chunk.length;
-    }
-  };
-  const body: MultipartBody = {};
-  const finishPart = (part: MultipartPart) => {
-    count(part);
-    if (streamed(part)) {
-      const t = target(part); // an empty file part still gets its (empty) file
-      t.file.close();
-      open.delete(part);
+      stream.on("data", (chunk: Uint8Array) => queue.push({ file, stored: s, chunk }));
+      stream.on("end", () => queue.push({ file, stored: s, chunk: null }));
       return;
     }
-    const name = fieldName(part);
-    let value: unknown;
-    if (part.isFile) {
-      value = {
-        filename: cleanName(part.filename ?? ""),
-        content_type: part.mediaType ?? "application/octet-stream",
-        size: part.size,
-        content_base64: encodeBase64(part.bytes),
-      } satisfies BufferedFile;
-    } else {
-      try {
-        value = part.text;
-      } catch {
-        throw new SvcError("QUERY_INVALID", `multipart field ${name} is not valid UTF-8`);
+    const kept: Uint8Array[] = [];
+    let size = 0;
+    // A copy: the chunk is a view of the read buffer, which is read into again.
+    stream.on("data", (chunk: Uint8Array) => {
+      kept.push(chunk.slice());
+      size += chunk.length;
+    });
+    stream.on("end", () => {
+      const bytes = concat(kept, size);
+      if (filename !== undefined) {
+        const value: BufferedFile = {
+          filename,
+          content_type: mimeType,
+          size,
+          content_base64: encodeBase64(bytes),
+        };
+        values[index] = { name, value };
+        return;
       }
-    }
-    const prev = body[name];
-    if (prev === undefined) body[name] = value;
-    else if (Array.isArray(prev)) prev.push(value);
-    else body[name] = [prev, value];
-  };
+      try {
+        values[index] = { name, value: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+      } catch {
+        fail(new SvcError("QUERY_INVALID", `multipart field ${name} is not valid UTF-8`));
+      }
+    });
+  });
 
-  if (!req.body) throw new SvcError("HTTP_MULTIPART_INVALID", "multipart body is empty");
+  const flush = async () => {
+    while (queue.length > 0) {
+      const { file, stored, chunk } = queue.shift()!;
+      if (chunk === null) {
+        open.delete(file);
+        file.close();
+        continue;
+      }
+      await writeAll(file, chunk);
+      stored.size += chunk.length;
+    }
+  };
+  const finished = new Promise<void>((resolve) => parser.on("finish", () => resolve()));
+  const write = (chunk: Uint8Array) =>
+    new Promise<void>((resolve, reject) =>
+      parser.write(chunk, (e?: Error | null) => (e ? reject(invalid(e)) : resolve()))
+    );
   const reader = bodyReader(req.body);
   let total = 0;
   try {
     while (true) {
-      const { done, value } = await readWithTimeout(reader, opts.idleTimeoutMs ?? 30_000);
+      const { done, value } = await Promise.race([
+        readWithTimeout(reader, opts.idleTimeoutMs ?? 30_000),
+        failed.promise,
+      ]);
       if (done || !value) break;
       total += value.length;
       if (total > cap) throw tooLarge();
-      for (const part of parser.write(value)) {
-        await flush();
-        finishPart(part);
-      }
+      await Promise.race([write(value), failed.promise]);
       await flush();
     }
-    parser.finish();
+    parser.end();
+    await Promise.race([finished, failed.promise]);
+    await flush();
+    if (failure !== undefined) throw failure;
   } catch (e) {
+    fail(e);
     reader.cancel().catch(() => {});
-    for (const { file } of open.values()) {
+    parser.destroy();
+    for (const file of open) {
       try {
         file.close();
       } catch { /* closed */ }
     }
     await removeFiles(stored);
-    throw toError(e);
+    throw failure;
+  }
+  const body: MultipartBody = {};
+  for (const v of values) {
+    if (v === null) continue;
+    const prev = body[v.name];
+    if (prev === undefined) body[v.name] = v.value;
+    else if (Array.isArray(prev)) prev.push(v.value);
+    else body[v.name] = [prev, v.value];
   }
   if (opts.stream) body.files = stored;
   return body;
 }
 
-/** Parser failures become 400 HTTP_MULTIPART_INVALID; service errors pass through. */
-function toError(e: unknown): unknown {
+/** A parser failure as 400 HTTP_MULTIPART_INVALID (service errors pass through). */
+function invalid(e: unknown): unknown {
   if (e instanceof SvcError) return e;
-  const name = (e as Error)?.name ?? "";
-  if (/^(Multipart|MaxHeader|MaxFile)/.test(name)) {
-    const msg = (e as Error).message;
-    return new SvcError(
-      "HTTP_MULTIPART_INVALID",
-      msg === "Multipart stream not finished"
-        ? "multipart body truncated: the closing boundary is missing"
-        : `invalid multipart body: ${msg}`,
-    );
-  }
-  return e;
+  const msg = e instanceof Error ? e.message : String(e);
+  return new SvcError(
+    "HTTP_MULTIPART_INVALID",
+    /unexpected end|terminated early/i.test(msg)
+      ? "multipart body truncated: the closing boundary is missing"
+      : `invalid multipart body: ${msg}`,
+  );
 }
 
-function fieldName(part: MultipartPart): string {
-  return cleanName(part.name ?? "");
+/**
+ * A name from a part's headers as UTF-8 (the parser reads header bytes one character each); a
+ * name that does not decode as UTF-8 (or was decoded already, from `filename*`) is kept.
+ */
+function utf8(s: string): string {
+  // deno-lint-ignore no-control-regex
+  if (!/[\x80-\xff]/.test(s) || /[^\x00-\xff]/.test(s)) return s;
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(
+      Uint8Array.from(s, (c) => c.charCodeAt(0)),
+    );
+  } catch {
+    return s;
+  }
+}
+
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(size);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
 }
 
 /** A client-given name as plain text: control characters (NUL included) removed. */
@@ -259,8 +293,9 @@ function bodyReader(body: ReadableStream<Uint8Array>): ChunkReader {
   } catch {
     return body.getReader();
   }
-  // Two buffers: the parser may keep a view of the previous chunk until the next write, so a
-  // buffer is reused only every other read (a BYOB read detaches the buffer it is given).
+  // Two buffers: the parts take a chunk's bytes (copied, or written to disk) while the next chunk
+  // is read, so a buffer is reused only every other read (a BYOB read detaches the buffer it is
+  // given).
   const bufs = [new Uint8Array(READ_SIZE), new Uint8Array(READ_SIZE)];
   let i = 0;
   return {

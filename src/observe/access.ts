@@ -1,5 +1,5 @@
 /**
- * Per-request identity for logs and metrics (DECISIONS.md §10): the `X-Request-Id` (echoed when
+ * Per-request identity for logs and metrics (docs/operations.md "Observability: request ids, access log, metrics"): the `X-Request-Id` (echoed when
  * the client sent a usable one, generated otherwise) and the request's path kind.
  */
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Registry } from "prom-client";
+import type { MetricObjectWithValues, MetricValue, Registry } from "prom-client";
 
 /** The metrics as a prom-client registry (loaded at the first call). */
 export async function promRegistry(): Promise<Registry> {
@@ -14,4 +14,9 @@ export async function promRegistry(): Promise<Registry> {
 /** The Prometheus text exposition of every svc metric. */
 export async function metricsText(): Promise<string> {
   return await (await promRegistry()).metrics();
+}
+
+/** Every svc metric as prom-client's JSON (what a worker sends and the supervisor aggregates). */
+export async function metricsJSON(): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+  return await (await promRegistry()).getMetricsAsJSON();
 }

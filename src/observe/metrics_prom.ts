@@ -1,6 +1,6 @@
 /**
  * The Prometheus registry of svc's metrics (prom-client), built from the plain counts of
- * src/metrics.ts at scrape time. Imported only when metrics are scraped or aggregated (its
+ * src/observe/metrics.ts at scrape time. Imported only when metrics are scraped or aggregated (its
  * module graph is a few MiB of resident memory a svc without metrics never loads).
  *
  * @module
@@ -21,22 +21,55 @@ import {
 /** The registry every svc metric lives in (not prom-client's global one). */
 export const registry: client.Registry = new client.Registry();
 
-/** One histogram series of prom-client 15 (what `Histogram.zero` creates). */
-interface Series {
-  bucketValues: Record<number, number>;
-  sum: number;
-  count: number;
-}
+/**
+ * A histogram whose series are plain counts kept elsewhere ({@link Latency}: non-cumulative
+ * counts per upper bound, sum, count): its `get()` — prom-client's public read of a metric, which
+ * the text exposition and the workers' JSON both use — answers them in prom-client's histogram
+ * shape (cumulative `_bucket` series with `le`, then `+Inf`, `_sum` and `_count`).
+ */
+class CountedHistogram<L extends string> extends client.Histogram<L | "le"> {
+  readonly #series: () => Iterable<[Partial<Record<L, string>>, Latency]>;
+  readonly #bounds: number[];
 
-/** Sets the last series `zero()` added to a histogram to the given counts. */
-function fill(h: client.Histogram<string>, bounds: number[], o: Latency) {
-  // prom-client keeps a histogram's series in `hashMap` (15.x: non-cumulative bucket counts by
-  // upper bound, sum, count); zero() just added this one, as the last entry.
-  const series = Object.values((h as unknown as { hashMap: Record<string, Series> }).hashMap);
-  const v = series[series.length - 1];
-  bounds.forEach((b, i) => (v.bucketValues[b] = o.buckets[i]));
-  v.sum = o.sum;
-  v.count = o.count;
+  constructor(
+    cfg: { name: string; help: string; labelNames?: L[]; buckets: number[] },
+    series: () => Iterable<[Partial<Record<L, string>>, Latency]>,
+  ) {
+    super({ ...cfg, labelNames: cfg.labelNames ?? [], registers: [registry] });
+    this.#series = series;
+    this.#bounds = cfg.buckets;
+  }
+
+  override async get(): Promise<
+    client.MetricObjectWithValues<client.MetricValueWithName<L | "le">>
+  > {
+    type Value = client.MetricValueWithName<L | "le">;
+    type Labels = client.LabelValues<L | "le">;
+    const base = await super.get(); // name, help, type and aggregator; no series of its own
+    const name = base.name;
+    const values: Value[] = [];
+    for (const [labels, h] of this.#series()) {
+      let acc = 0;
+      this.#bounds.forEach((le, i) => {
+        acc += h.buckets[i];
+        values.push({
+          metricName: `${name}_bucket`,
+          labels: { le, ...labels } as Labels,
+          value: acc,
+        });
+      });
+      values.push(
+        {
+          metricName: `${name}_bucket`,
+          labels: { le: "+Inf", ...labels } as Labels,
+          value: h.count,
+        },
+        { metricName: `${name}_sum`, labels: labels as Labels, value: h.sum },
+        { metricName: `${name}_count`, labels: labels as Labels, value: h.count },
+      );
+    }
+    return { ...base, values };
+  }
 }
 
 /** A counter fed at scrape time from plain counts. */
@@ -72,20 +105,17 @@ new client.Counter<"kind" | "status">({
   },
 });
 
-new client.Histogram<"kind">({
-  name: "svc_http_request_duration_seconds",
-  help: "Time from request to response head, by path kind.",
-  labelNames: ["kind"],
-  buckets: LATENCY_BUCKETS,
-  registers: [registry],
-  collect() {
-    this.reset();
-    for (const [kind, h] of latencyByKind) {
-      this.zero({ kind });
-      fill(this, LATENCY_BUCKETS, h);
-    }
+new CountedHistogram<"kind">(
+  {
+    name: "svc_http_request_duration_seconds",
+    help: "Time from request to response head, by path kind.",
+    labelNames: ["kind"],
+    buckets: LATENCY_BUCKETS,
   },
-});
+  function* () {
+    for (const [kind, h] of latencyByKind) yield [{ kind }, h];
+  },
+);
 
 counter(
   "svc_db_errors_total",
@@ -100,19 +130,14 @@ counter(
   metrics.reloads,
 );
 
-new client.Histogram({
-  name: "svc_reload_duration_seconds",
-  help: "Duration of reloads (drain, reload.cmd, introspection, well-known queries).",
-  buckets: RELOAD_BUCKETS,
-  registers: [registry],
-  collect() {
-    this.reset();
-    const o = metrics.reloadDuration;
-    if (o.count === 0) return;
-    this.zero({});
-    fill(this, RELOAD_BUCKETS, o);
+new CountedHistogram(
+  {
+    name: "svc_reload_duration_seconds",
+    help: "Duration of reloads (drain, reload.cmd, introspection, well-known queries).",
+    buckets: RELOAD_BUCKETS,
   },
-});
+  () => (metrics.reloadDuration.count === 0 ? [] : [[{}, metrics.reloadDuration]]),
+);
 
 counter(
   "svc_pg_leases_killed_total",

@@ -111,11 +111,6 @@ export function parseValue(oid: number, text: string): unknown {
   return text;
 }
 
-/** Whether values of type `oid` are returned as their text unchanged. */
-export function isText(oid: number): boolean {
-  return !SCALARS.has(oid) && !ARRAYS.has(oid);
-}
-
 /**
  * Parses an array literal (`{1,2,NULL,"a b",{3,4}}`, optionally with `[l:u]=` bounds) into nested
  * arrays, elements through `parse` (text when undefined).

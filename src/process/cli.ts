@@ -4,7 +4,6 @@
  */
 import denoJson from "../../deno.json" with { type: "json" };
 import { KEYS, type KeySpec } from "../config/keys.ts";
-import { isPlanned } from "../config/planned.ts";
 import { storeTable } from "../config/load.ts";
 
 /** svc's version (deno.json `version`). */
@@ -44,9 +43,8 @@ export function helpText(): string {
   ];
   for (const k of KEYS) {
     const flag = k.kind === "bool" ? `--${k.key}` : `--${k.key}=<${kindText(k.kind)}>`;
-    const planned = isPlanned(k.key) ? " [planned: accepted, no effect yet]" : "";
     lines.push(`  ${flag}`);
-    lines.push(`      ${k.doc}${defaultText(k.default)}${planned}`);
+    lines.push(`      ${k.doc}${defaultText(k.default)}`);
   }
   return lines.join("\n");
 }

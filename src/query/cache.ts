@@ -74,11 +74,6 @@ export function readCacheEntryBytes(key: string, stmt: Statement): number {
 /** The process's compiled-read cache. */
 export const readCache: ReadCache = new ReadCache();
 
-/** The compiled-read cache's entries and estimated bytes. */
-export function readCacheStats(): { size: number; bytes: number } {
-  return readCache.stats();
-}
-
 /**
  * Parsed write queries by (state, role, pointer, query text), at most 256, the oldest out first.
  */

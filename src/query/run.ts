@@ -8,7 +8,7 @@
  * @module
  */
 import { FETCH_BATCH, readJson, type RequestTx } from "../db/pool.ts";
-import { SvcError } from "../svc_error.ts";
+import { markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../request/complex.ts";
@@ -19,14 +19,7 @@ import { executeWrite, toSend, type WriteResult, writeResult } from "../write/ex
 import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { CACHE_MAX_KEY, type CachedRead, readCache } from "./cache.ts";
-import {
-  isObject,
-  resolve,
-  type Resolved,
-  resolveQuery,
-  resolveWrite,
-  settleHint,
-} from "./resolve.ts";
+import { resolve, type Resolved, resolveQuery, resolveWrite, settleHint } from "./resolve.ts";
 import { isSmall } from "./small.ts";
 import { readOnlyTree } from "./read_target.ts";
 import type { Database } from "../db/pool.ts";
@@ -179,7 +172,7 @@ async function streamRead(
       }
       out.offset = r.node.offset ?? 0;
     }
-    if (r.node.limit !== null) out.limit = r.node.limit; // SPEC: echoed whenever set
+    if (r.node.limit !== null) out.limit = r.node.limit; // echoed whenever set (docs/query.md "ComplexQuery and ComplexResult")
     if (q.query_plan) {
       out.query_plan = want.plan
         ? [await explain(tx, compiled.rows.sql, compiled.rows.params)]
@@ -231,7 +224,7 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
         }
         await sink.flush();
       } catch (e) {
-        if (batch) markIndex(e, i);
+        if (batch) markBatchIndex(e, i);
         throw e;
       }
     }
@@ -247,15 +240,6 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
     sink.abort(e);
   });
   return promise;
-}
-
-/** Marks a batch element's failure with its index (`details.index` of the error answer). */
-function markIndex(e: unknown, i: number): void {
-  if (e instanceof SvcError) {
-    e.details = { ...(isObject(e.details) ? e.details : { cause: e.details }), index: i };
-  } else if (e instanceof Error) {
-    (e as Error & { batchIndex?: number }).batchIndex = i;
-  }
 }
 
 /**
@@ -421,7 +405,7 @@ async function post(ctx: QueryContext, text: string): Promise<Body> {
     try {
       items.push(await planQuery(ctx, parsed.items[i], `/${i}`));
     } catch (e) {
-      markIndex(e, i);
+      markBatchIndex(e, i);
       throw e;
     }
   }

@@ -1,9 +1,9 @@
 /**
- * POST /svc bodies (SPEC "ComplexQuery", DECISIONS.md §2 "Batches"): a Relation, a well-known
+ * POST /svc bodies (docs/query.md "ComplexQuery and ComplexResult", "Batches"): a Relation, a well-known
  * reference, a ComplexQuery wrapper, or an array (batch) of those. Validates the wrapper's
  * flags and their combinations; the allow_* gates are the executor's business.
  */
-import { type ErrorCode, SvcError } from "../svc_error.ts";
+import { type ErrorCode, markBatchIndex, SvcError } from "../svc_error.ts";
 import { ptr } from "../compile/parse.ts";
 
 /** One request of a body: what to run and which ComplexQuery flags were given. */
@@ -40,21 +40,22 @@ export function parseBody(body: unknown): Body {
   if (body.length === 0) throw fail("QUERY_INVALID", "a batch must not be empty", "");
   const items = body.map((item, i) => {
     if (Array.isArray(item)) {
-      throw fail("QUERY_INVALID", "a batch element cannot be a batch", `/${i}`, i);
+      const e = fail("QUERY_INVALID", "a batch element cannot be a batch", `/${i}`);
+      markBatchIndex(e, i);
+      throw e;
     }
     try {
       return parseItem(item, `/${i}`);
     } catch (e) {
-      if (e instanceof SvcError) e.details = { ...(e.details as object), index: i };
+      markBatchIndex(e, i);
       throw e;
     }
   });
   return { kind: "batch", items };
 }
 
-function fail(code: ErrorCode, message: string, pointer: string, index?: number): SvcError {
-  const details = index === undefined ? { pointer } : { pointer, index };
-  return new SvcError(code, message, { details });
+function fail(code: ErrorCode, message: string, pointer: string): SvcError {
+  return new SvcError(code, message, { details: { pointer } });
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -1,5 +1,5 @@
 /**
- * The GET /svc form (SPEC "GET /svc", DECISIONS.md §3): query-string parameters turned into the
+ * The GET /svc form (docs/query.md "The GET form"): query-string parameters turned into the
  * same JSON tree a POST body carries, so both forms compile identically. Well-known references
  * (`wellknown`, `params.<name>`) are returned separately for the caller to resolve.
  *

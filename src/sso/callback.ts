@@ -1,6 +1,6 @@
 /**
- * The SSO callback: calls the deployer's database function with the verified identity (SPEC "SSO
- * callback payload and result") in one transaction as the browser's role (anonymous when it has
+ * The SSO callback: calls the deployer's database function with the verified identity (docs/sso.md
+ * "The callback function": its payload and result) in one transaction as the browser's role (anonymous when it has
  * no session), and turns its HttpResponse-shaped jsonb into an HTTP response: `jwt` object mints
  * the session (gated by `http.functions.allowed_auth`), `jwt: null` clears it, `redirect` → 303,
  * `status`, `headers`, `cookies`, `content` as JSON, `template`/`template_data` through the routes'
@@ -27,7 +27,7 @@ export interface CallbackDeps {
   hooks?: RouteHooks;
 }
 
-/** The SPEC payload's identity part. */
+/** The identity part of the callback's payload (docs/sso.md "The callback function"). */
 export interface Identity {
   protocol: "oidc" | "saml";
   name: string;

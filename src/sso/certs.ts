@@ -1,5 +1,5 @@
 /**
- * The SAML service-provider certificate and key (SPEC "OpenID Connect and SAML" 6): the first
+ * The SAML service-provider certificate and key (docs/sso.md "SAML"): the first
  * existing file of each colon-separated search list is used; when the certificate is missing
  * everywhere, an RSA 2048 self-signed certificate (10 years, @peculiar/x509) and its PKCS#8 key
  * are generated into the first path of each list (key mode 0600) and reused on later boots. With

@@ -1,5 +1,5 @@
 /**
- * Single sign-on endpoints under `/auth/` (SPEC "Single sign-on endpoints"):
+ * Single sign-on endpoints under `/auth/` (docs/sso.md):
  * `GET /auth/oidc/<name>/login|callback`, `GET /auth/saml/<name>/login|metadata`,
  * `POST /auth/saml/<name>/acs`. Entries are resolved at startup in the background; an entry whose
  * provider is not reachable answers 503 SSO_NOT_READY and retries on the next login. Every

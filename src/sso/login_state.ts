@@ -1,18 +1,20 @@
 /**
- * SSO protocol state (DECISIONS.md §5, §11): one signed, short-lived cookie `svc_sso` scoped to
+ * SSO protocol state (docs/sso.md "State, RelayState and SameSite"): one signed, short-lived cookie `svc_sso` scoped to
  * `/auth/` carrying what a login must find again at its callback (OIDC state, nonce and PKCE
  * verifier; SAML request id) plus the login's decoded query string. A state is consumed by its
  * callback: a second use of the same cookie fails (SSO_BAD_STATE).
  */
 import { base64url, jwtVerify, SignJWT } from "jose";
 import { SvcError } from "../svc_error.ts";
-import { cookieValues } from "../auth/session.ts";
+import { cookieValues, setCookie } from "../auth/cookies.ts";
 import { claimOnce } from "../util/once.ts";
 
 /** Name of the state cookie. */
 export const STATE_COOKIE = "svc_sso";
 /** Lifetime of a login's state, seconds. */
 export const STATE_TTL = 600;
+
+const STATE_ATTRIBUTES = { path: "/auth/", httpOnly: true, secure: true } as const;
 
 /** What a login leaves for its callback. */
 export interface SsoState {
@@ -70,12 +72,12 @@ export class StateCookies {
       .setExpirationTime(`${STATE_TTL}s`)
       .sign(await this.#key);
     const sameSite = state.protocol === "saml" ? "None" : "Lax";
-    return `${STATE_COOKIE}=${token}; Max-Age=${STATE_TTL}; Path=/auth/; HttpOnly; Secure; SameSite=${sameSite}`;
+    return setCookie(STATE_COOKIE, token, { ...STATE_ATTRIBUTES, maxAge: STATE_TTL, sameSite });
   }
 
   /** `Set-Cookie` values deleting the state cookie. */
   clear(): string {
-    return `${STATE_COOKIE}=; Max-Age=0; Path=/auth/; HttpOnly; Secure; SameSite=None`;
+    return setCookie(STATE_COOKIE, "", { ...STATE_ATTRIBUTES, maxAge: 0, sameSite: "None" });
   }
 
   /**

@@ -1,5 +1,5 @@
 /**
- * svc's own checks of a SAML Response, on top of samlify (DECISIONS.md §11): no DTD; exactly one
+ * svc's own checks of a SAML Response, on top of samlify (docs/sso.md "SAML"): no DTD; exactly one
  * Assertion (anywhere in the document, so one hidden in Extensions or a ds:Object counts); unique
  * IDs; a signature by the IdP's metadata key on the Assertion or on the enclosing Response, whose
  * single Reference points at that element; and everything used (issuer, subject, conditions,

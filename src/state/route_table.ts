@@ -1,5 +1,5 @@
 /**
- * Route and middleware declarations (SPEC "Declared routes and middleware", DECISIONS.md §6):
+ * Route and middleware declarations (docs/routes.md):
  * from configuration (`route.<schema>.<function>.*`) and from function comments
  * (`route:: path: /x/{id}, method: GET`). Pure: schema + config in, a route table with warnings
  * out. A bad configuration entry throws a {@link RouteConfigError} naming the key; a bad comment

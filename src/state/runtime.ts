@@ -1,5 +1,5 @@
 /**
- * The live state (schema model, well-known queries) and its reload (DECISIONS.md §7): hold new
+ * The live state (schema model, well-known queries) and its reload (docs/operations.md "Reload"): hold new
  * requests → drain in-flight ones (then cancel them) → run `reload.cmd` → re-introspect and
  * reload well-known queries → swap atomically → release. A failed reload keeps the old state.
  */

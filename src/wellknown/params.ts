@@ -1,7 +1,7 @@
 /**
  * Parameters of well-known queries: the declared types, the check of a caller's JSON value
  * against them (before any SQL runs), defaults, and the decoding of `params.<name>` values of the
- * GET form (SPEC.md "WellKnownQuery (file definition)", GET /svc `params.<name>`).
+ * GET form (docs/query.md "Well-known queries" and "The GET form", `params.<name>`).
  *
  * @module
  */

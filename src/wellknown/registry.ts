@@ -1,6 +1,6 @@
 /**
  * Well-known queries: named, parameterized queries loaded from files and compiled once at load
- * (SPEC.md "WellKnownQuery (file definition)" and "States and transitions / Well-known query").
+ * (docs/query.md "Well-known queries"; loading and deactivation: docs/endpoint.md).
  *
  * `pg.query.wellknown_path` is a colon-separated list of directories searched recursively for
  * `.json`, `.yml`, `.yaml` and `.huml` files. Files and directories whose names start with `_`

@@ -3,7 +3,6 @@ import { base64url, SignJWT } from "jose";
 import {
   cacheEntryBytes,
   type Claims,
-  cookieValues,
   MAX_TOKEN_LENGTH,
   type SessionConfig,
   Sessions,
@@ -376,15 +375,6 @@ Deno.test("cookie / clearCookie: attributes", () => {
     sessions.clearCookie(),
     "sid=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Strict",
   );
-});
-
-Deno.test("cookieValues: finds every occurrence of the exact name", () => {
-  assert.deepEqual(cookieValues(null, "a"), []);
-  assert.deepEqual(cookieValues("", "a"), []);
-  assert.deepEqual(cookieValues("xa=1; ax=2; a", "a"), []);
-  assert.deepEqual(cookieValues("b=1;a=2; c=3", "a"), ["2"]);
-  assert.deepEqual(cookieValues(' a = "q.r.s" ; a=t', "a"), ["q.r.s", "t"]);
-  assert.deepEqual(cookieValues("a=x=y", "a"), ["x=y"]);
 });
 
 // ---------------------------------------------------------------- resolve

@@ -58,7 +58,7 @@ Deno.test("introspection of the kitchen fixture", async () => {
   );
 });
 
-Deno.test("database.json shape (DECISIONS §9)", async () => {
+Deno.test("database.json shape (docs/endpoint.md)", async () => {
   const s = await schemaOf(await emptyDb("kitchen", fixture));
   const doc = databaseJson(s, null, [{ name: "q", params: { a: { type: "integer" } } }]) as {
     schemas: {

@@ -1,6 +1,7 @@
 /**
  * The module graph is self-contained (no unresolvable dynamic imports): it bundles offline into
- * one file that starts and serves. (`deno compile` itself needs Deno's denort download.)
+ * one file that starts and serves, the playground's files included. (`deno compile` itself needs
+ * Deno's denort download.)
  */
 import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
@@ -33,6 +34,7 @@ Deno.test("main.ts bundles into one file that serves", async () => {
       `--secrets.dir=${dir}`,
       "--pg.query.wellknown_path=/nonexistent",
       "--logging.level=error",
+      "--http.playground.enable=true",
     ],
     cwd: dir, // nothing of the repository is needed at run time
     stdout: "null",
@@ -50,6 +52,14 @@ Deno.test("main.ts bundles into one file that serves", async () => {
     assert.ok(ok, "the bundled server answers a query");
     const health = await (await fetch(`http://127.0.0.1:${port}/svc/health`)).json();
     assert.equal(health.workers, 2, "served by two workers from the one bundled file");
+    // The playground's files are carried by the bundle, inlined into its page.
+    const page = await (await fetch(`http://127.0.0.1:${port}/svc/playground`)).text();
+    for (const file of ["playground.js", "playground.css"]) {
+      const text = await Deno.readTextFile(
+        new URL(`../../src/http/playground/${file}`, import.meta.url),
+      );
+      assert.ok(page.includes(text), `the bundled page inlines ${file}`);
+    }
   } finally {
     child.kill("SIGTERM");
     await child.status;

@@ -1,5 +1,5 @@
 /**
- * X-Request-Id (DECISIONS.md §10), the structured access log and /svc/metrics: the id is echoed
+ * X-Request-Id (docs/operations.md), the structured access log and /svc/metrics: the id is echoed
  * or generated, reaches the database as `svc.request_id` on every execution path, and appears on
  * the access line with the path kind, status, duration and role; a scrape after a mixed load
  * counts exactly the requests sent.

@@ -278,7 +278,7 @@ Deno.test("nothing is half-written: a violation at the third level rolls back ev
   assert.deepEqual(await counts(), before);
 });
 
-Deno.test("database errors map to DECISIONS §1 statuses", async () => {
+Deno.test('database errors map to the statuses of docs/query.md "Errors"', async () => {
   const dup = await post({
     query: { relation: "product", select: ["id", "sku", "name", "price"] },
     data: [{ sku: "B-2", name: "again", price: 1 }],

@@ -1,13 +1,15 @@
 /**
  * Eta templates (src/http/templates.ts) through a real HTTP server started here (Deno.serve on
- * 127.0.0.1:0 rendering with the module and the CSP helpers, the way declared routes will): the
+ * 127.0.0.1:0 answering with a route's `resp.template` the way declared routes do): the
  * page's inline script carries the nonce of its Content-Security-Policy header, HTML-special
  * characters are escaped, names cannot escape the directory, a missing template or a render
  * error is 500 INTERNAL (template name in the body only in dev mode), and reload() re-reads.
  */
 import assert from "node:assert/strict";
 import { Templates } from "../../src/http/templates.ts";
-import { renderPage } from "../../src/http/render.ts";
+import { Sessions } from "../../src/auth/session.ts";
+import { cspFor } from "../../src/http/csp.ts";
+import { buildResponse } from "../../src/http/routes/response.ts";
 import { errorResponse } from "../../src/http/error_response.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-tpl-" });
@@ -31,15 +33,35 @@ await Deno.symlink(`${root}/outside.eta`, `${dir}/link.eta`);
 await Deno.writeTextFile(`${dir}/.hidden.eta`, "SECRET hidden");
 
 const csp = { default_src: "'self'" };
+const sessions = new Sessions({
+  secret: new TextEncoder().encode("templates-test-secret-templates-test"),
+  algorithm: "HS256",
+  maxAge: 600,
+  renewAfter: 0.5,
+  maxSessionAge: 3600,
+  cookieName: "accesstoken",
+  sameSite: "Lax",
+});
 function serve(templates: Templates, dev: boolean) {
   return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     const url = new URL(req.url);
     const name = url.searchParams.get("t") ?? "page";
     try {
       const content = JSON.parse(url.searchParams.get("it") ?? "{}");
-      return await renderPage(templates, csp, name, content, {
-        csp: url.searchParams.get("csp"),
+      const override = url.searchParams.get("csp");
+      const resp = override === null ? { template: name } : { template: name, csp: override };
+      const { response } = await buildResponse(resp, content, {
+        sessions,
+        sessionCookieName: "accesstoken",
+        cookiesMaxAge: 100,
+        authId: null,
+        allowedAuth: null,
+        hooks: {
+          render: (t, it, nonce) => templates.render(t, it, nonce),
+          csp: (nonce, o) => cspFor(csp, nonce, o),
+        },
       });
+      return response;
     } catch (e) {
       return errorResponse(e, { dev, anonymous: true });
     }

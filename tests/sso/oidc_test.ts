@@ -117,7 +117,7 @@ test("provider down at startup: 503 SSO_NOT_READY, then a working login without 
   assert.equal(status, 303, "the entry becomes ready once the provider answers");
 });
 
-test("full login: callback runs as anonymous with the SPEC payload, session cookie set", async () => {
+test("full login: callback runs as anonymous with the documented payload, session cookie set", async () => {
   await sql`truncate sso_log`;
   const jar = new Jar();
   const cb = await toCallback(jar);

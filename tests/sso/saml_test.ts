@@ -182,7 +182,7 @@ test("an IdP that does not ask for signed requests: the default login works, sig
   assert.equal(row.payload.identity.name, "lax");
 });
 
-test("full login through the IdP's form: session cookie, SPEC payload, signed AuthnRequest", async () => {
+test("full login through the IdP's form: session cookie, documented payload, signed AuthnRequest", async () => {
   await sql`truncate sso_log`;
   const jar = new Jar();
   const res = await jar.fetch(`${origin}/auth/saml/corp/login?next=/after&x.y=2`);

@@ -1,10 +1,11 @@
 /**
- * Building a route's `req` (DECISIONS.md §6): `{method, path, params, query, headers, cookies,
+ * Building a route's `req` (docs/routes.md): `{method, path, params, query, headers, cookies,
  * body, jwt}`. Bodies are capped by `http.max_body_size` (413 before buffering more), strict
  * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
  * only through a hook (else 415).
  */
 import { bearerToken } from "../../auth/bearer.ts";
+import { requestCookies, withoutCookie } from "../../auth/cookies.ts";
 import { decodeUtf8, parseJson, readBodyBytes } from "../../request/body.ts";
 import { SvcError } from "../../svc_error.ts";
 import type { Route } from "../../state/route_table.ts";
@@ -90,27 +91,6 @@ export async function decodeBody(
   );
 }
 
-/** Parses a Cookie header into name → value, leaving out `exclude` (the session cookie). */
-export function parseCookies(header: string | null, exclude: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!header) return out;
-  for (const pair of header.split(";")) {
-    const eq = pair.indexOf("=");
-    if (eq < 0) continue;
-    const name = pair.slice(0, eq).trim();
-    if (!name || name === exclude || Object.hasOwn(out, name)) continue;
-    let value = pair.slice(eq + 1).trim();
-    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) {
-      value = value.slice(1, -1);
-    }
-    try {
-      value = decodeURIComponent(value);
-    } catch { /* kept verbatim */ }
-    out[name] = value;
-  }
-  return out;
-}
-
 /** Builds `req` (everything but the body, which the caller decodes). */
 export function buildRequest(
   req: Request,
@@ -121,12 +101,10 @@ export function buildRequest(
 ): RouteRequest {
   const headers: Record<string, string> = {};
   req.headers.forEach((v, k) => (headers[k.toLowerCase()] = v));
-  const cookies = parseCookies(req.headers.get("cookie"), sessionCookie);
+  const cookies = requestCookies(req.headers.get("cookie"), sessionCookie);
   // The session token is not handed to functions: they get its verified claims as `jwt`.
   if (headers.cookie !== undefined) {
-    const kept = headers.cookie.split(";").filter((p) =>
-      p.slice(0, p.indexOf("=")).trim() !== sessionCookie
-    ).map((p) => p.trim()).join("; ");
+    const kept = withoutCookie(headers.cookie, sessionCookie);
     if (kept) headers.cookie = kept;
     else delete headers.cookie;
   }

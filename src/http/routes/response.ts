@@ -1,5 +1,5 @@
 /**
- * Turning a function's `resp` and `content` into an HTTP response (DECISIONS.md §6): status,
+ * Turning a function's `resp` and `content` into an HTTP response (docs/routes.md): status,
  * headers, cookies (default `Max-Age=http.cookies_max_age; Path=/; HttpOnly; Secure;
  * SameSite=Lax`, attributes overridable), `redirect` (303, or `status` if 3xx, with `Location`),
  * `jwt` (object: mint the session, gated by `http.functions.allowed_auth`; null: clear it,
@@ -10,6 +10,7 @@
  * 400 HTTP_UNSAFE_REDIRECT, checked before the function's transaction commits
  * ({@link checkRedirect}, and the same rule in SQL for routes: {@link UNSAFE_REDIRECT_SQL}).
  */
+import { type CookieAttributes, setCookie, setsCookie } from "../../auth/cookies.ts";
 import type { Sessions } from "../../auth/session.ts";
 import { SvcError } from "../../svc_error.ts";
 import { log } from "../../observe/log.ts";
@@ -116,37 +117,6 @@ export function checkRedirect(envelope: unknown): void {
   safeRedirect(envelope.redirect);
 }
 
-/**
- * The cookie name a client may take from one `Set-Cookie` value, as a browser reads it: the
- * name-value pair ends at the first `;`, the name at the first `=`, both trimmed; a quoted name
- * is read unquoted. A pair without a name (no `=`, or an empty name) is sent back by browsers as
- * its bare value, which a server then reads as `name=value`: its name is taken from the value.
- */
-function cookieNameOf(setCookie: string): string {
-  const pair = setCookie.split(";", 1)[0];
-  const eq = pair.indexOf("=");
-  let name = eq < 0 ? "" : pair.slice(0, eq).trim();
-  if (name === "") {
-    const value = (eq < 0 ? pair : pair.slice(eq + 1)).trim();
-    const eq2 = value.indexOf("=");
-    name = (eq2 < 0 ? value : value.slice(0, eq2)).trim();
-  }
-  if (name.length >= 2 && name.startsWith('"') && name.endsWith('"')) {
-    name = name.slice(1, -1).trim();
-  }
-  return name;
-}
-
-/**
- * Whether a `Set-Cookie` header value would set, clear or shadow the cookie `name` (any path,
- * domain or other attribute). Each comma-separated part is read as a cookie too, as a client
- * that splits a folded `Set-Cookie` line would (an `Expires` date's comma never yields a name).
- */
-export function setsCookie(value: string, name: string): boolean {
-  if (cookieNameOf(value) === name) return true;
-  return value.includes(",") && value.split(",").some((part) => cookieNameOf(part) === name);
-}
-
 /** Whether a `Clear-Site-Data` header value clears cookies (`"cookies"` or `"*"`). */
 function clearsCookies(value: string): boolean {
   return value.split(",").some((d) => /^"?\s*(cookies|\*)\s*"?$/i.test(d.trim()));
@@ -167,33 +137,41 @@ export function cookieHeader(name: string, spec: unknown, defaultMaxAge: number)
   else throw new Error(`cookie ${name}: expected a string, null or an object`);
   const value = o.value === undefined || o.value === null ? "" : String(o.value);
   if (BAD.test(value)) throw new Error(`cookie ${name}: CR/LF in the value`);
-  const parts = [`${name}=${encodeURIComponent(value)}`];
+  const attrs: CookieAttributes = {
+    httpOnly: Boolean(o.http_only ?? true),
+    secure: Boolean(o.secure ?? true),
+  };
   // `max_age: null` makes a session cookie (no Max-Age).
   const maxAge = Object.hasOwn(o, "max_age") ? o.max_age : defaultMaxAge;
   if (maxAge !== null) {
     if (typeof maxAge !== "number" || !Number.isInteger(maxAge)) {
       throw new Error(`cookie ${name}: max_age must be an integer`);
     }
-    parts.push(`Max-Age=${maxAge}`);
+    attrs.maxAge = maxAge;
   }
-  for (const [key, attr] of [["path", "Path"], ["domain", "Domain"], ["expires", "Expires"]]) {
+  for (const key of ["path", "domain", "expires"] as const) {
     const v = key === "path" ? (o.path ?? "/") : o[key];
     if (v === undefined || v === null) continue;
     if (typeof v !== "string" || BAD.test(v) || v.includes(";")) {
       throw new Error(`cookie ${name}: invalid ${key}`);
     }
-    parts.push(`${attr}=${v}`);
+    if (key !== "expires") attrs[key] = v;
+    else if (Number.isNaN((attrs.expires = new Date(v)).getTime())) {
+      throw new Error(`cookie ${name}: invalid expires (an HTTP date)`);
+    }
   }
-  if (o.http_only ?? true) parts.push("HttpOnly");
-  if (o.secure ?? true) parts.push("Secure");
   const sameSite = o.same_site ?? "Lax";
   if (sameSite !== null) {
-    if (!["Strict", "Lax", "None"].includes(String(sameSite))) {
+    if (sameSite !== "Strict" && sameSite !== "Lax" && sameSite !== "None") {
       throw new Error(`cookie ${name}: same_site must be Strict, Lax or None`);
     }
-    parts.push(`SameSite=${sameSite}`);
+    attrs.sameSite = sameSite;
   }
-  return parts.join("; ");
+  try {
+    return setCookie(name, value, attrs);
+  } catch (e) {
+    throw new Error(`cookie ${name}: ${(e as Error).message}`);
+  }
 }
 
 function randomNonce(): string {
