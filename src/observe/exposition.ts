@@ -13,7 +13,7 @@ export async function promRegistry(): Promise<Registry> {
 
 /** The Prometheus text exposition of every svc metric. */
 export async function metricsText(): Promise<string> {
-  return await (await promRegistry()).metrics();
+  return await (await import("./metrics_prom.ts")).exposition();
 }
 
 /** Every svc metric as prom-client's JSON (what a worker sends and the supervisor aggregates). */

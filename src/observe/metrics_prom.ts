@@ -226,3 +226,12 @@ gauge(
   () => Deno.memoryUsage().rss,
   "max",
 );
+
+/**
+ * The Prometheus text exposition of every svc metric: the registry's JSON written out by
+ * prom-client (as the supervisor writes the workers' merged values). Not `registry.metrics()`:
+ * for a histogram that reads prom-client's own series, not {@link CountedHistogram.get}.
+ */
+export async function exposition(): Promise<string> {
+  return await client.AggregatorRegistry.aggregate([await registry.getMetricsAsJSON()]).metrics();
+}
