@@ -9,6 +9,7 @@
  */
 import type { Config } from "../config/load.ts";
 import type { Database } from "../db/pool.ts";
+import { transaction } from "../db/run_as.ts";
 import type { HealthProbe } from "../db/health.ts";
 import type { Sessions } from "../auth/session.ts";
 import { checkRole, type RequestRole } from "../auth/roles.ts";
@@ -123,7 +124,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response
     GET: async (call) => {
       const ctx = svcContext(call);
       const schema = ctx.state.schema;
-      const visible = await db.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+      const visible = await transaction(db, ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
       return Response.json(
         databaseJson(
           schema,

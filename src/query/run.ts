@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { FETCH_BATCH, readJson, type RequestTx } from "../db/pool.ts";
+import { FETCH_BATCH, pipeline, readJson, type RequestTx, transaction } from "../db/run_as.ts";
 import { SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { compileRead } from "../compile/sql.ts";
@@ -202,7 +202,7 @@ const RESULT = encoder.encode('{"result":');
 function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Body> {
   const { promise, resolve, reject } = Promise.withResolvers<Body>();
   const sink = ctx.sink(resolve);
-  const run = ctx.db.transaction(ctx.who, async (tx) => {
+  const run = transaction(ctx.db, ctx.who, async (tx) => {
     if (batch) sink.push(OPEN);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
@@ -355,7 +355,7 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    results = await ctx.db.pipeline(ctx.who, back ? [...sent, back] : sent, end);
+    results = await pipeline(ctx.db, ctx.who, back ? [...sent, back] : sent, end);
   } catch (e) {
     throw w.error(e);
   }
