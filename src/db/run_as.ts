@@ -1,9 +1,20 @@
 /**
- * The request pool and per-request transactions, on svc's own PostgreSQL client (src/pg/).
- * Every request runs on a leased connection as `begin; select set_config('role', $1, true),
- * set_config('svc.jwt.claims', $2, true) (also statement_timeout and svc.request_id); …; commit`,
- * all in one batch (one write, one Sync), so a single read costs one round trip (DECISIONS.md §5).
- * The role switch is its own statement because privileges are checked per statement.
+ * Running a request's statements as its role. {@link runAs} is the one primitive: it leases a
+ * connection from the pool (src/db/pool.ts), ties the request's cancel to it, sends `begin`, the
+ * role switch and the statements in one batch, ends the transaction or leaves it open to the
+ * caller, maps failures and gives the connection back. Every run mode is built on it:
+ * - {@link pipeline}: statements known up front (a write, a route's function call), end included:
+ *   one write, one round trip;
+ * - {@link transaction}: statements issued as a body goes (batches, well-known candidates, logins);
+ * - the reads of src/http/json_body.ts: a small read (query and commit in the same batch, one
+ *   round trip) and a cursor read (the first rows, then more as the client takes them).
+ *
+ * The role switch is `select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true)`
+ * (also statement_timeout and svc.request_id), a statement of its own because privileges are
+ * checked per statement; its rules and its failure's meaning are in src/auth/roles.ts. Rows and
+ * bytes come back to the caller: answers' bodies are built in the HTTP layer.
+ *
+ * @module
  */
 import type { Connection } from "../pg/connection.ts";
 import { PgError, PgSkippedError } from "../pg/errors.ts";
@@ -16,9 +27,219 @@ import type { Database, Lease } from "./pool.ts";
 
 const BEGIN: Statement = { sql: "begin" };
 const COMMIT: Statement = { sql: "commit" };
+const ROLLBACK: Statement = { sql: "rollback" };
+const COMMIT_ALONE: readonly Statement[] = [COMMIT];
+const ROLLBACK_ALONE: readonly Statement[] = [ROLLBACK];
 /** A SQL NULL row of a streamed read, as JSON. */
 const NULL_JSON = new TextEncoder().encode("null");
-const ROLLBACK: Statement = { sql: "rollback" };
+/** The listener options of a request's cancel (one object for every request). */
+const ONCE: AddEventListenerOptions = { once: true };
+const NO_PARAMS: readonly unknown[] = [];
+const NO_STATEMENTS: readonly Statement[] = [];
+
+/** Results of {@link runAs} before the statements': `begin` and the role switch. */
+export const PRELUDE = 2;
+
+/** Rows fetched per round trip of a read; a first batch smaller than this ends the read. */
+export const FETCH_BATCH = 1000;
+
+/**
+ * How {@link runAs} ends the transaction: `"commit"` or `"rollback"`, sent in the same write as
+ * the statements (runAs resolves once it answered, the connection back in the pool).
+ */
+export interface EndOptions {
+  end: "commit" | "rollback";
+  /**
+   * The end shares the statements' batch (one Sync): the fewest messages and promises, for the
+   * read's hot path. A failed statement then skips it, and the connection's release rolls back
+   * (pipelined ahead of its next request). Otherwise the end is a batch of its own in the same
+   * write: it runs even after a failure (PostgreSQL answers the commit of a failed transaction
+   * with ROLLBACK), so nothing is left to roll back — one round trip either way.
+   */
+  oneBatch?: boolean;
+}
+
+/**
+ * {@link runAs} leaves the transaction open: `body` gets it at once (in the tick that sent the
+ * prelude) and ends it ({@link OpenTx.end}, {@link OpenTx.release}), now or later (a streamed
+ * answer); runAs resolves with what `body` resolves with.
+ */
+export interface OpenOptions<T> {
+  end: "open";
+  body: (open: OpenTx) => Promise<T>;
+}
+
+/** A request's transaction that {@link runAs} left open to its body. */
+export interface OpenTx {
+  /** The leased connection, inside the transaction, as the request's role. */
+  readonly conn: Connection;
+  /**
+   * Settles once `begin`, the role switch and the statements given to runAs answered: their
+   * results ({@link PRELUDE} first), or the failure mapped as runAs maps it.
+   */
+  readonly started: Promise<Result[]>;
+  /** Records progress: the lease deadline runs from the last one (src/db/pool.ts). */
+  touch(): void;
+  /**
+   * Continues the suspended `portal` with at most `rows` more rows into `sink`, recording
+   * progress when they came.
+   */
+  fetch(portal: string, rows: number, sink: RowSink): Promise<Result>;
+  /**
+   * Ends the transaction: `commit` sends the commit and gives the connection back once it
+   * answered (off the caller's path); otherwise, or on a dead connection, gives it back at once
+   * (what is open is rolled back ahead of its next request).
+   */
+  end(commit: boolean): void;
+  /**
+   * Gives the connection back, the caller having ended the transaction (`ok`) or not (it is
+   * rolled back ahead of the connection's next request). Only the first call counts.
+   */
+  release(ok: boolean): void;
+}
+
+/**
+ * Runs `statements` in one transaction as `who` on a leased connection: `begin`, the role switch
+ * and the statements go out as one batch (one write), a request's cancel ({@link RequestRole}
+ * `signal`) cancels what the connection runs, and the connection goes back to the pool when the
+ * transaction ended. A statement with more bind parameters than allowed is refused before a
+ * connection is taken (400 QUERY_INVALID).
+ *
+ * Ended here (`end: "commit" | "rollback"`, {@link EndOptions}): resolves with every result of
+ * the batch ({@link PRELUDE} first); rejects with the first failure: a failed role switch as
+ * AUTH_ROLE_INVALID (src/auth/roles.ts), a statement's failure with `statementIndex` its index in
+ * `statements` (-1: `begin` or the end).
+ *
+ * Left open (`end: "open"`, {@link OpenOptions}): with no statements, `begin` and the role switch
+ * are queued for the current tick, so the body's first statements (issued before it awaits) join
+ * their batch. A body that fails gives the connection back.
+ */
+export function runAs(
+  db: Database,
+  who: RequestRole,
+  statements: readonly Statement[],
+  opts: EndOptions,
+): Promise<Result[]>;
+export function runAs<T>(
+  db: Database,
+  who: RequestRole,
+  statements: readonly Statement[],
+  opts: OpenOptions<T>,
+): Promise<T>;
+export async function runAs<T>(
+  db: Database,
+  who: RequestRole,
+  statements: readonly Statement[],
+  opts: EndOptions | OpenOptions<T>,
+): Promise<Result[] | T> {
+  const n = statements.length;
+  // Too many bind parameters: refused before a connection is taken.
+  for (let i = 0; i < n; i++) {
+    const tooMany = db.paramsError(statements[i].params ?? NO_PARAMS);
+    if (tooMany) throw tooMany;
+  }
+  const lease = await db.acquire(who.signal, who.requestId);
+  const role = setRole(who, db.statementTimeout);
+  const signal = who.signal;
+  const onAbort = () => lease.cancel();
+  if (signal) {
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, ONCE);
+  }
+  if (opts.end === "open") return await open(lease, signal, onAbort, role, statements, opts.body);
+  const conn = lease.conn;
+  const end = opts.end === "commit" ? COMMIT : ROLLBACK;
+  if (opts.oneBatch) {
+    let ok = false;
+    try {
+      const results = await conn.execute(batchOf(role, statements, end));
+      ok = true;
+      return results;
+    } catch (e) {
+      throw statementError(e, n);
+    } finally {
+      if (signal) signal.removeEventListener("abort", onAbort);
+      lease.release(ok);
+    }
+  }
+  // The end is a batch of its own (its own Sync) in the same write: after a failed statement it
+  // still runs and ends the transaction (PostgreSQL answers the commit of a failed transaction
+  // with ROLLBACK), so no separate rollback follows the error — one round trip either way.
+  const [body, closing] = conn.corked(() => [
+    conn.execute(batchOf(role, statements, null)),
+    conn.execute(end === COMMIT ? COMMIT_ALONE : ROLLBACK_ALONE),
+  ]);
+  const [ran, ended] = await Promise.allSettled([body, closing]);
+  signal?.removeEventListener("abort", onAbort);
+  const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
+  // Over either way once the end went through: nothing left to roll back.
+  lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
+  if (ran.status === "rejected") throw statementError(ran.reason, n);
+  if (ended.status === "rejected") throw statementError(ended.reason, -1);
+  return ran.value;
+}
+
+/** `begin`, the role switch, `statements` and `end` (null: none) as one batch. */
+function batchOf(
+  role: Statement,
+  statements: readonly Statement[],
+  end: Statement | null,
+): Statement[] {
+  const n = statements.length;
+  if (n === 1) return end ? [BEGIN, role, statements[0], end] : [BEGIN, role, statements[0]];
+  const batch = [BEGIN, role];
+  for (let i = 0; i < n; i++) batch.push(statements[i]);
+  if (end) batch.push(end);
+  return batch;
+}
+
+/** The open transaction of {@link runAs}: sends the prelude and hands the transaction to `body`. */
+async function open<T>(
+  lease: Lease,
+  signal: AbortSignal | undefined,
+  onAbort: () => void,
+  role: Statement,
+  statements: readonly Statement[],
+  body: (open: OpenTx) => Promise<T>,
+): Promise<T> {
+  const conn = lease.conn;
+  const n = statements.length;
+  let started: Promise<Result[]>;
+  if (n === 0) {
+    const begin = conn.query(BEGIN);
+    const switched = conn.query(role);
+    started = Promise.all([begin, switched.catch((e) => Promise.reject(roleError(e)))]);
+  } else {
+    started = conn.execute(batchOf(role, statements, null))
+      .catch((e) => Promise.reject(statementError(e, n)));
+  }
+  const release = (ok: boolean) => {
+    signal?.removeEventListener("abort", onAbort);
+    lease.release(ok);
+  };
+  const tx: OpenTx = {
+    conn,
+    started,
+    touch: () => lease.touch(),
+    fetch: async (portal, rows, sink) => {
+      const r = await conn.fetch(portal, rows, { sink });
+      lease.touch();
+      return r;
+    },
+    end: (commit) => {
+      if (!commit || conn.error) return release(false);
+      signal?.removeEventListener("abort", onAbort);
+      conn.execute(COMMIT_ALONE).then(() => lease.release(true), () => lease.release(false));
+    },
+    release,
+  };
+  try {
+    return await body(tx);
+  } catch (e) {
+    release(false);
+    throw e;
+  }
+}
 
 /** A transaction on a leased connection. */
 export interface RequestTx extends Tx {
@@ -43,24 +264,32 @@ export interface RequestTx extends Tx {
 }
 
 /**
- * Runs `body` in a transaction as `who`. `begin` and the role switch go out with the body's
- * first statements (one batch: the statements issued in the same tick share a write and a
- * Sync); `commit` follows the body.
+ * Runs `body` in a transaction as `who` ({@link runAs}, left open). `begin` and the role switch
+ * go out with the body's first statements (one batch: the statements issued in the same tick
+ * share a write and a Sync); `commit` follows the body.
  */
-export async function transaction<T>(
+export function transaction<T>(
   db: Database,
   who: RequestRole,
   body: (tx: RequestTx) => Promise<T>,
 ): Promise<T> {
-  const lease = await db.acquire(who.signal, who.requestId);
-  const conn = lease.conn;
-  const touch = lease.touch;
+  return runAs(db, who, NO_STATEMENTS, {
+    end: "open",
+    body: (open) => inside(db, who, open, body),
+  });
+}
+
+/** The body of {@link transaction}: its statements, the root cause of a failure, the commit. */
+async function inside<T>(
+  db: Database,
+  who: RequestRole,
+  open: OpenTx,
+  body: (tx: RequestTx) => Promise<T>,
+): Promise<T> {
+  const conn = open.conn;
+  const touch = open.touch;
   const sent: Promise<unknown>[] = [];
   let portals = 0;
-  const signal = who.signal;
-  const onAbort = () => lease.cancel();
-  if (signal?.aborted) onAbort();
-  else signal?.addEventListener("abort", onAbort, { once: true });
   const tx: RequestTx = {
     conn,
     send(sql) {
@@ -95,14 +324,11 @@ export async function transaction<T>(
           await each(rows); // back-pressure: the next batch is asked for once these are taken
         }
         if (!r.suspended) return;
-        r = await conn.fetch(portal, batch, { sink });
-        touch();
+        r = await open.fetch(portal, batch, sink);
       }
     },
   };
-  const begin = conn.query(BEGIN);
-  const role = conn.query(setRole(who, db.statementTimeout));
-  const started = Promise.all([begin, role.catch((e) => Promise.reject(roleError(e)))]);
+  const started = open.started;
   started.then(touch, () => {});
   let ok = false;
   try {
@@ -137,17 +363,16 @@ export async function transaction<T>(
     ok = true;
     return result;
   } finally {
-    signal?.removeEventListener("abort", onAbort);
-    lease.release(ok);
+    open.release(ok);
   }
 }
 
 /**
  * Runs `statements` in one transaction as `who`, in one batch with begin, the role switch and
- * commit: one write, one round trip. A failure skips the rest (PostgreSQL) and is thrown with
- * `statementIndex` (the failing statement, -1 for the prelude or the end); the transaction is
- * rolled back. With `end: "rollback"` the transaction is rolled back instead of committed (a
- * request asking for rollback).
+ * commit: one write, one round trip ({@link runAs}). A failure skips the rest (PostgreSQL) and is
+ * thrown with `statementIndex` (the failing statement, -1 for the prelude or the end); the
+ * transaction is rolled back. With `end: "rollback"` the transaction is rolled back instead of
+ * committed (a request asking for rollback).
  */
 export async function pipeline(
   db: Database,
@@ -155,38 +380,15 @@ export async function pipeline(
   statements: { sql: string; params: unknown[] }[],
   end: "commit" | "rollback" = "commit",
 ): Promise<Row[][]> {
-  // Too many bind parameters: refused before a connection is taken.
-  for (const s of statements) {
-    const tooMany = db.paramsError(s.params);
-    if (tooMany) throw tooMany;
-  }
-  const lease = await db.acquire(who.signal, who.requestId);
-  const batch: Statement[] = [BEGIN, setRole(who, db.statementTimeout)];
-  for (const s of statements) batch.push({ sql: s.sql, params: s.params });
-  const conn = lease.conn;
-  const signal = who.signal;
-  const onAbort = () => lease.cancel();
-  if (signal?.aborted) onAbort();
-  else signal?.addEventListener("abort", onAbort, { once: true });
-  // The end is a batch of its own (its own Sync) in the same write: after a failed statement it
-  // still runs and ends the transaction (PostgreSQL answers the commit of a failed transaction
-  // with ROLLBACK), so no separate rollback follows the error — one round trip either way.
-  const [body, closing] = conn.corked(() => [
-    conn.execute(batch),
-    conn.execute([end === "commit" ? COMMIT : ROLLBACK]),
-  ]);
-  const [ran, ended] = await Promise.allSettled([body, closing]);
-  signal?.removeEventListener("abort", onAbort);
-  const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
-  // Over either way once the end went through: nothing left to roll back.
-  lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
-  if (ran.status === "rejected") throw statementError(ran.reason, statements.length);
-  if (ended.status === "rejected") throw statementError(ended.reason, -1);
-  const results = ran.value;
+  const results = await runAs(db, who, statements, end === "commit" ? COMMIT_END : ROLLBACK_END);
   const out: Row[][] = new Array(statements.length);
-  for (let i = 0; i < statements.length; i++) out[i] = withCount(results[i + 2]);
+  for (let i = 0; i < statements.length; i++) out[i] = withCount(results[i + PRELUDE]);
   return out;
 }
+
+const COMMIT_END: EndOptions = { end: "commit" };
+const ROLLBACK_END: EndOptions = { end: "rollback" };
+const SMALL_READ: EndOptions = { end: "commit", oneBatch: true };
 
 /** A result's rows carrying the command's row count as `count` (see {@link Tx.query}). */
 function withCount(r: Result): Row[] {
@@ -204,35 +406,6 @@ function rootCause(e: unknown): unknown {
   return e instanceof PgSkippedError ? e.failure : e;
 }
 
-/**
- * Runs a request's batch (`begin`, role switch, `n` statements, then the end) on its lease with
- * the request's cancel, and releases the lease. Rejects with the failure: a failed role switch
- * becomes AUTH_ROLE_INVALID; a statement's failure carries `statementIndex` (-1: prelude or end).
- */
-async function run(
-  lease: Lease,
-  batch: Statement[],
-  signal: AbortSignal | undefined,
-  n: number,
-): Promise<Result[]> {
-  const onAbort = () => lease.cancel();
-  if (signal) {
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  }
-  let ok = false;
-  try {
-    const results = await lease.conn.execute(batch);
-    ok = true;
-    return results;
-  } catch (e) {
-    throw statementError(e, n);
-  } finally {
-    if (signal) signal.removeEventListener("abort", onAbort);
-    lease.release(ok);
-  }
-}
-
 /** Maps a batch failure: role switch → AUTH_ROLE_INVALID; `statementIndex` of the request's. */
 function statementError(e: unknown, n: number): unknown {
   if (e instanceof PgError) {
@@ -242,9 +415,6 @@ function statementError(e: unknown, n: number): unknown {
   }
   return e;
 }
-
-/** Rows fetched per round trip of a read; a first batch smaller than this ends the read. */
-export const FETCH_BATCH = 1000;
 
 /**
  * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
@@ -266,54 +436,52 @@ export async function readJson(
   opts: { small?: boolean; batch?: number } = {},
 ): Promise<Uint8Array | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
-  // Too many bind parameters: refused before a connection is taken.
-  const tooMany = db.paramsError(params);
-  if (tooMany) throw tooMany;
-  const lease = await db.acquire(who.signal, who.requestId);
   const sink = new JsonArraySink();
   if (opts.small) {
     try {
-      await run(
-        lease,
-        [BEGIN, setRole(who, db.statementTimeout), { sql, params, sink }, COMMIT],
-        who.signal,
-        1,
-      );
+      await runAs(db, who, [{ sql, params, sink }], SMALL_READ);
       return sink.take(true);
     } finally {
       sink.release();
     }
   }
-  const conn = lease.conn;
-  const signal = who.signal;
-  const onAbort = () => lease.cancel();
-  if (signal) {
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {
+      end: "open",
+      body: (open) => cursor(open, sink, batch),
+    });
+  } catch (e) {
+    sink.release();
+    throw e;
   }
+}
+
+/**
+ * The answer of a cursor read whose first rows were asked for: whole when they completed it,
+ * else a stream fetching `batch` more rows each time the client took the earlier ones.
+ */
+async function cursor(
+  open: OpenTx,
+  sink: JsonArraySink,
+  batch: number,
+): Promise<Uint8Array | ReadableStream<Uint8Array>> {
   let ended = false;
   let streaming = false;
   /** Ends the transaction (commit when `ok`) and gives the connection back. */
   const finish = (ok: boolean) => {
     if (ended) return;
     ended = true;
-    signal?.removeEventListener("abort", onAbort);
     // A streamed answer's sink may still be written by a fetch in flight: left to the GC.
     if (!streaming) sink.release();
-    if (!ok || conn.error) return lease.release(false);
-    conn.execute([COMMIT]).then(() => lease.release(true), () => lease.release(false));
+    open.end(ok);
   };
   let first: Result;
   try {
-    [, , first] = await conn.execute([
-      BEGIN,
-      setRole(who, db.statementTimeout),
-      { sql, params, sink, maxRows: batch },
-    ]);
-    lease.touch();
+    first = (await open.started)[PRELUDE];
+    open.touch();
   } catch (e) {
     finish(false);
-    throw statementError(e, 1);
+    throw e;
   }
   if (!first.suspended) {
     const out = sink.take(true);
@@ -331,10 +499,9 @@ export async function readJson(
         return;
       }
       try {
-        const more = await conn.fetch("", batch, { sink });
         // Progress: a batch came and the client took the earlier ones. A client that stops
-        // reading holds the lease only until the lease deadline (see Database).
-        lease.touch();
+        // reading holds the lease only until the lease deadline (see src/db/pool.ts).
+        const more = await open.fetch("", batch, sink);
         if (ended) return; // cancelled meanwhile
         const done = !more.suspended;
         controller.enqueue(sink.take(done));
