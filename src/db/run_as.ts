@@ -18,7 +18,6 @@
  */
 import type { Connection } from "../pg/connection.ts";
 import { PgError, PgSkippedError } from "../pg/errors.ts";
-import { JsonArraySink } from "../pg/json.ts";
 import type { Result, RowSink, Statement } from "../pg/connection.ts";
 import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../svc_error.ts";
@@ -388,7 +387,6 @@ export async function pipeline(
 
 const COMMIT_END: EndOptions = { end: "commit" };
 const ROLLBACK_END: EndOptions = { end: "rollback" };
-const SMALL_READ: EndOptions = { end: "commit", oneBatch: true };
 
 /** A result's rows carrying the command's row count as `count` (see {@link Tx.query}). */
 function withCount(r: Result): Row[] {
@@ -414,110 +412,4 @@ function statementError(e: unknown, n: number): unknown {
     e.statementIndex = at >= 2 && at < 2 + n ? at - 2 : -1;
   }
   return e;
-}
-
-/**
- * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
- * go from the connection's receive buffer into the answer, never becoming strings.
- * - Known to fit one batch (`opts.small`): begin, role switch, query and commit in one batch, one
- *   round trip.
- * - Otherwise: begin, role switch and the query's first `batch` rows (a portal with a row limit)
- *   in one batch, one round trip. A first part that completes the query is returned at once and
- *   the commit follows off the response's critical path. Otherwise the answer is a stream that
- *   asks the portal for the next `batch` rows only when the client has taken the earlier ones
- *   (back-pressure), so memory stays flat.
- * Errors before the first row reject, so the caller can still answer with an error status.
- */
-export async function readJson(
-  db: Database,
-  who: RequestRole,
-  sql: string,
-  params: unknown[],
-  opts: { small?: boolean; batch?: number } = {},
-): Promise<Uint8Array | ReadableStream<Uint8Array>> {
-  const batch = opts.batch ?? FETCH_BATCH;
-  const sink = new JsonArraySink();
-  if (opts.small) {
-    try {
-      await runAs(db, who, [{ sql, params, sink }], SMALL_READ);
-      return sink.take(true);
-    } finally {
-      sink.release();
-    }
-  }
-  try {
-    return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {
-      end: "open",
-      body: (open) => cursor(open, sink, batch),
-    });
-  } catch (e) {
-    sink.release();
-    throw e;
-  }
-}
-
-/**
- * The answer of a cursor read whose first rows were asked for: whole when they completed it,
- * else a stream fetching `batch` more rows each time the client took the earlier ones.
- */
-async function cursor(
-  open: OpenTx,
-  sink: JsonArraySink,
-  batch: number,
-): Promise<Uint8Array | ReadableStream<Uint8Array>> {
-  let ended = false;
-  let streaming = false;
-  /** Ends the transaction (commit when `ok`) and gives the connection back. */
-  const finish = (ok: boolean) => {
-    if (ended) return;
-    ended = true;
-    // A streamed answer's sink may still be written by a fetch in flight: left to the GC.
-    if (!streaming) sink.release();
-    open.end(ok);
-  };
-  let first: Result;
-  try {
-    first = (await open.started)[PRELUDE];
-    open.touch();
-  } catch (e) {
-    finish(false);
-    throw e;
-  }
-  if (!first.suspended) {
-    const out = sink.take(true);
-    finish(true);
-    return out;
-  }
-  const head = sink.take(false);
-  streaming = true;
-  let sentHead = false;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!sentHead) {
-        sentHead = true;
-        controller.enqueue(head);
-        return;
-      }
-      try {
-        // Progress: a batch came and the client took the earlier ones. A client that stops
-        // reading holds the lease only until the lease deadline (see src/db/pool.ts).
-        const more = await open.fetch("", batch, sink);
-        if (ended) return; // cancelled meanwhile
-        const done = !more.suspended;
-        controller.enqueue(sink.take(done));
-        if (done) {
-          finish(true);
-          controller.close();
-        }
-      } catch (e) {
-        if (ended) return;
-        finish(false);
-        controller.error(e);
-      }
-    },
-    cancel() {
-      // The client went away: the open portal and transaction are rolled back.
-      finish(false);
-    },
-  }, { highWaterMark: 1 });
 }

@@ -21,5 +21,4 @@ export {
   type PgFields,
   PgSkippedError,
 } from "./errors.ts";
-export { JsonArraySink } from "./json.ts";
 export type { Field, Row } from "./types.ts";

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { FETCH_BATCH, pipeline, readJson, type RequestTx, transaction } from "../db/run_as.ts";
+import { FETCH_BATCH, pipeline, type RequestTx, transaction } from "../db/run_as.ts";
 import { SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { compileRead } from "../compile/sql.ts";
@@ -40,14 +40,14 @@ async function plainRead(ctx: QueryContext, r: Resolved, cacheKey?: string): Pro
     small: isSmall(r.node),
   };
   if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
-  return await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  return await ctx.readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
 /** A cached plain read, when this exact request was compiled before for this role and state. */
 async function cachedRead(ctx: QueryContext, key: string): Promise<Body | undefined> {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
-  return await readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  return await ctx.readJson(ctx.db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {

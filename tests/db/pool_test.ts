@@ -6,7 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { Database } from "../../src/db/pool.ts";
-import { pipeline, readJson } from "../../src/db/run_as.ts";
+import { pipeline } from "../../src/db/run_as.ts";
+import { readJson } from "../../src/http/json_body.ts";
 import type { RequestRole } from "../../src/auth/roles.ts";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
 import { waitFor } from "../helpers/wait.ts";

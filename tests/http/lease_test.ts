@@ -16,7 +16,8 @@ import { freshGet, metricValue, spawnSvc } from "../helpers/process.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
 import { Database } from "../../src/db/pool.ts";
-import { pipeline, readJson, transaction } from "../../src/db/run_as.ts";
+import { pipeline, transaction } from "../../src/db/run_as.ts";
+import { readJson } from "../../src/http/json_body.ts";
 import type { RequestRole } from "../../src/auth/roles.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
