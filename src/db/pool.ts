@@ -1,9 +1,10 @@
 /**
- * The request pool and per-request transactions, on svc's own PostgreSQL client (src/pg/).
- * Every request runs on a leased connection as `begin; select set_config('role', $1, true),
- * set_config('svc.jwt.claims', $2, true) (also statement_timeout and svc.request_id); …; commit`,
- * all in one batch (one write, one Sync), so a single read costs one round trip (DECISIONS.md §5).
- * The role switch is its own statement because privileges are checked per statement.
+ * The request pool, on svc's own PostgreSQL client (src/pg/): connection slots, leases (one
+ * request per connection at a time, bounded waits, the lease deadline), idle close, reconnect
+ * backoff, stats and close. What a request runs on its lease — `begin`, the role switch, its
+ * statements and the end, in one batch — is src/db/run_as.ts (docs/database-client.md, "The pool").
+ *
+ * @module
  */
 import { Connection } from "../pg/connection.ts";
 import { type ConnectConfig, resolveConfig } from "../pg/config.ts";
@@ -29,7 +30,7 @@ export interface PoolStats {
   overdue: number;
 }
 
-/** Pool limits (DECISIONS.md §8). */
+/** Pool limits (docs/configuration.md: `pg.pool_size`, `pg.pool_timeout`, …). */
 export interface PoolOptions {
   /** Connections for requests (`pg.pool_size`). */
   size: number;
