@@ -144,7 +144,7 @@ class Compiler {
 
   statement(sql: string): Statement {
     // The hard limit here, before the statement goes anywhere; pg.query.max_params is checked
-    // where every statement is sent (src/db/pool.ts).
+    // where every statement is sent (src/db/run_as.ts).
     if (this.params.length > WIRE_MAX_PARAMS) {
       throw paramsError(this.params.length, WIRE_MAX_PARAMS)!;
     }

@@ -3,7 +3,7 @@
  * 16-bit field (65,535 at most); svc keeps the limit it has always had, 65,533 (what its earlier
  * driver could send), so that no deployment's accepted queries change; `pg.query.max_params`
  * (default 10,000) lowers it. Every statement is checked here before
- * it is sent (src/db/pool.ts), and the read compiler checks the hard limit as it builds one.
+ * it is sent (src/db/run_as.ts), and the read compiler checks the hard limit as it builds one.
  *
  * @module
  */

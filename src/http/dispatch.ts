@@ -10,6 +10,7 @@
 import type { ReadTargets } from "../db/replicas.ts";
 import type { Config } from "../config/load.ts";
 import type { Database } from "../db/pool.ts";
+import { transaction } from "../db/run_as.ts";
 import type { HealthProbe } from "../db/health.ts";
 import type { Sessions } from "../auth/session.ts";
 import { checkRole, type RequestRole } from "../auth/roles.ts";
@@ -137,7 +138,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response
       const ctx = svcContext(call);
       const schema = ctx.state.schema;
       const on = ctx.read?.() ?? db;
-      const visible = await on.transaction(ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+      const visible = await transaction(on, ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
       return Response.json(
         databaseJson(
           schema,

@@ -10,9 +10,10 @@ import type { Body, QueryContext } from "../query/context.ts";
 import { runGet, runPost } from "../query/run.ts";
 import { markStreamed } from "./disconnect.ts";
 import { StreamingAnswer } from "./answer_body.ts";
+import { readJson } from "./json_body.ts";
 
-/** What the endpoint needs per request: the query stage's context without the answer sink. */
-export type SvcContext = Omit<QueryContext, "sink">;
+/** What the endpoint needs per request: the query stage's context without the body makers. */
+export type SvcContext = Omit<QueryContext, "sink" | "readJson">;
 
 const newSink: QueryContext["sink"] = (stream) => new StreamingAnswer(stream);
 
@@ -30,10 +31,10 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<Respons
     ctx.cfg.http.max_body_size,
     ctx.cfg.http.body_timeout * 1000,
   );
-  return jsonResponse(await runPost({ ...ctx, sink: newSink }, text));
+  return jsonResponse(await runPost({ ...ctx, sink: newSink, readJson }, text));
 }
 
 /** GET /svc: the same read from the query string. */
 export async function handleGet(ctx: SvcContext, url: URL): Promise<Response> {
-  return jsonResponse(await runGet({ ...ctx, sink: newSink }, url));
+  return jsonResponse(await runGet({ ...ctx, sink: newSink, readJson }, url));
 }

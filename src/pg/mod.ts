@@ -22,5 +22,4 @@ export {
   type PgFields,
   PgSkippedError,
 } from "./errors.ts";
-export { JsonArraySink } from "./json.ts";
 export type { Field, Row } from "./types.ts";

@@ -46,4 +46,15 @@ export interface QueryContext {
   read?: () => Database;
   /** A sink for an answer built in a transaction; `stream` gets its body once it streams. */
   sink: (stream: (body: ReadableStream<Uint8Array>) => void) => AnswerSink;
+  /**
+   * Runs a plain read whose rows are JSON texts as `who` and answers them as one JSON array,
+   * whole or streamed (the HTTP layer's body, src/http/json_body.ts).
+   */
+  readJson: (
+    db: Database,
+    who: RequestRole,
+    sql: string,
+    params: unknown[],
+    opts: { small?: boolean },
+  ) => Promise<Body>;
 }

@@ -10,7 +10,7 @@ import { SvcError } from "../svc_error.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
 import { NeedRowTypes } from "../compile/parse_common.ts";
-import type { RequestTx } from "../db/pool.ts";
+import { type RequestTx, transaction } from "../db/run_as.ts";
 import { selectableRelations, usableCandidates } from "../db/privileges.ts";
 import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import { resolveParams } from "../wellknown/registry.ts";
@@ -46,7 +46,7 @@ export async function resolve(
     if (!(e instanceof NeedRowTypes)) throw e;
     const rowTypes = tx
       ? await selectableRelations(tx, e.relations)
-      : await ctx.db.transaction(ctx.who, (t) => selectableRelations(t, e.relations));
+      : await transaction(ctx.db, ctx.who, (t) => selectableRelations(t, e.relations));
     return { ...resolveQuery(ctx, query, pointer, rowTypes), rowTyped: true };
   }
 }
@@ -61,7 +61,7 @@ export async function settleHint(ctx: QueryContext, e: unknown): Promise<void> {
   let usable = new Set<Candidate>(candidates.filter((c) => c.need === undefined));
   if (usable.size < candidates.length) {
     try {
-      const ok = await ctx.db.transaction(ctx.who, (tx) => usableCandidates(tx, candidates));
+      const ok = await transaction(ctx.db, ctx.who, (tx) => usableCandidates(tx, candidates));
       usable = new Set(candidates.filter((c, i) => c.need === undefined || ok.has(i)));
     } catch { /* no hint */ }
   }

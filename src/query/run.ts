@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { FETCH_BATCH, readJson, type RequestTx } from "../db/pool.ts";
+import { FETCH_BATCH, pipeline, type RequestTx, transaction } from "../db/run_as.ts";
 import { markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { compileRead } from "../compile/sql.ts";
@@ -43,7 +43,7 @@ async function plainRead(ctx: QueryContext, r: Resolved, cacheKey?: string): Pro
   };
   if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
   const db = stmt.replica ? ctx.read!() : ctx.db;
-  return await readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
 /** A cached plain read, when this exact request was compiled before for this role and state. */
@@ -51,7 +51,7 @@ async function cachedRead(ctx: QueryContext, key: string): Promise<Body | undefi
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
   const db = stmt.replica && ctx.read ? ctx.read() : ctx.db;
-  return await readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
@@ -210,7 +210,7 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
   const db = items.every((i) => !i.write && !i.q.rollback)
     ? readTarget(ctx, items.map((i) => i.r.node))
     : ctx.db;
-  const run = db.transaction(ctx.who, async (tx) => {
+  const run = transaction(db, ctx.who, async (tx) => {
     if (batch) sink.push(OPEN);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
@@ -354,7 +354,7 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    results = await ctx.db.pipeline(ctx.who, back ? [...sent, back] : sent, end);
+    results = await pipeline(ctx.db, ctx.who, back ? [...sent, back] : sent, end);
   } catch (e) {
     throw w.error(e);
   }

@@ -5,7 +5,7 @@
  * @module
  */
 import type { RelationNode } from "../compile/ast.ts";
-import { FETCH_BATCH } from "../db/pool.ts";
+import { FETCH_BATCH } from "../db/run_as.ts";
 
 /** Whether a read returns at most one fetch batch: a small limit, or a unique key pinned by `=`. */
 export function isSmall(node: RelationNode): boolean {

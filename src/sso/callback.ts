@@ -8,6 +8,7 @@
  * refused (400 HTTP_UNSAFE_REDIRECT) before the transaction commits.
  */
 import type { Database } from "../db/pool.ts";
+import { transaction } from "../db/run_as.ts";
 import type { RequestRole } from "../auth/roles.ts";
 import type { Sessions } from "../auth/session.ts";
 import { applyHttpResponse, checkRedirect } from "../http/routes/response.ts";
@@ -68,7 +69,7 @@ export async function runCallback(
 ): Promise<CallbackOutcome> {
   const payload = { jwt: who.claims, identity, state: state ?? null };
   const sql = `select ${quotedFunction(fn)}($1::text::jsonb) as r`;
-  const rows = await deps.db.transaction(who, async (tx) => {
+  const rows = await transaction(deps.db, who, async (tx) => {
     const rows = await tx.query(sql, [JSON.stringify(payload)]);
     // An unsafe redirect is refused before the commit: nothing of the callback persists.
     checkRedirect(rows[0]?.r);

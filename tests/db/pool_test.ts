@@ -5,7 +5,9 @@
  * does not wait for held reservations.
  */
 import assert from "node:assert/strict";
-import { Database, readJson } from "../../src/db/pool.ts";
+import { Database } from "../../src/db/pool.ts";
+import { pipeline } from "../../src/db/run_as.ts";
+import { readJson } from "../../src/http/json_body.ts";
 import type { RequestRole } from "../../src/auth/roles.ts";
 import { chinookDb, psql, scalar, stopDb } from "../helpers/db.ts";
 import { testConfig } from "../helpers/server.ts";
@@ -19,7 +21,7 @@ const WHO = "select pg_backend_pid() as pid, current_user as u, " +
   "current_setting('svc.request_id') as rid, txid_current()::text as tx";
 
 async function who(db: Database, r: RequestRole) {
-  const [rows] = await db.pipeline(r, [{ sql: WHO, params: [] }]);
+  const [rows] = await pipeline(db, r, [{ sql: WHO, params: [] }]);
   return rows[0] as { pid: number; u: string; rid: string; tx: string };
 }
 
@@ -44,7 +46,7 @@ Deno.test("pool: a held connection serves each request as its own role and trans
     });
     assert.deepEqual(JSON.parse(new TextDecoder().decode(out as Uint8Array)), [{ u: "app_user" }]);
     // Nothing of a request's settings survives it.
-    const [rows] = await db.pipeline(anon, [{
+    const [rows] = await pipeline(db, anon, [{
       sql: "select current_setting('svc.jwt.claims') as claims",
       params: [],
     }]);
@@ -75,7 +77,7 @@ Deno.test("pool: a failed request gives its reservation up; the next one runs no
   const db = new Database(uri, 1);
   try {
     const before = await who(db, user);
-    await assert.rejects(() => db.pipeline(user, [{ sql: "select 1/0", params: [] }]));
+    await assert.rejects(() => pipeline(db, user, [{ sql: "select 1/0", params: [] }]));
     await assert.rejects(() => readJson(db, user, "select (1/0)::text::json", [], { small: true }));
     const after = await who(db, user);
     assert.deepEqual(after.u, "app_user");
@@ -133,13 +135,13 @@ Deno.test("pool: text parameters of every length and script arrive intact (patch
       sql: "select $1::text as v, octet_length($1::text) as n",
       params: [v],
     }));
-    const results = await db.pipeline(anon, statements);
+    const results = await pipeline(db, anon, statements);
     results.forEach(([row], i) => {
       assert.equal(row.v, values[i]);
       assert.equal(row.n, new TextEncoder().encode(values[i]).length);
     });
     // Statement text (Parse) with non-ASCII.
-    const [[row]] = await db.pipeline(anon, [{
+    const [[row]] = await pipeline(db, anon, [{
       sql: "select 'ünï' || $1::text as v",
       params: ["ß"],
     }]);
@@ -162,7 +164,7 @@ Deno.test("pool: pg.max_lifetime replaces a connection once it is that old, with
     // Three callers on two connections, back to back: no pause in which a connection could idle.
     await Promise.all([0, 1, 2].map(async () => {
       while (Date.now() < end) {
-        const [rows] = await db.pipeline(anon, [{ sql: AGE, params: [] }]);
+        const [rows] = await pipeline(db, anon, [{ sql: AGE, params: [] }]);
         seen.push(rows[0] as { pid: number; age: number });
       }
     }));
@@ -185,9 +187,9 @@ Deno.test("pool: pg.max_lifetime replaces a connection once it is that old, with
   // 0: connections live for ever (the same backend after the lifetime above).
   const forever = new Database(uri, { size: 1, maxLifetime: 0 });
   try {
-    const [[a]] = await forever.pipeline(anon, [{ sql: AGE, params: [] }]);
+    const [[a]] = await pipeline(forever, anon, [{ sql: AGE, params: [] }]);
     await new Promise((r) => setTimeout(r, (lifetime + 0.2) * 1000)); // the time that must pass
-    const [[b]] = await forever.pipeline(anon, [{ sql: AGE, params: [] }]);
+    const [[b]] = await pipeline(forever, anon, [{ sql: AGE, params: [] }]);
     assert.equal(b.pid, a.pid);
   } finally {
     await forever.close();

@@ -16,6 +16,7 @@ import {
   replicaVerdict,
 } from "../../src/db/replicas.ts";
 import { Database } from "../../src/db/pool.ts";
+import { transaction } from "../../src/db/run_as.ts";
 import { Client } from "../../src/pg/client.ts";
 import { freePort } from "../../src/db/cluster.ts";
 import { emptyDb, psql, stopDb, testCluster } from "../helpers/db.ts";
@@ -128,7 +129,8 @@ Deno.test({
       assert.equal(targets.forRead(new Headers({ "x-svc-read": "primary" }), null), primary);
       assert.equal(targets.forRead(new Headers(), { rp: true }), primary);
       // The replica refuses the connection: the read runs on the primary.
-      const rows = await pools[0].transaction(
+      const rows = await transaction(
+        pools[0],
         anon,
         (tx) => tx.query("select pg_is_in_recovery() as r, current_database() as d", []),
       );

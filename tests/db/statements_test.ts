@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { Database, MAX_STATEMENTS } from "../../src/db/pool.ts";
+import { transaction } from "../../src/db/run_as.ts";
 
 Deno.test("a connection prepares at most MAX_STATEMENTS statements", async () => {
   const uri = await emptyDb("statements");
@@ -14,7 +15,7 @@ Deno.test("a connection prepares at most MAX_STATEMENTS statements", async () =>
   const who = { role: "postgres", claims: null };
   try {
     const n = MAX_STATEMENTS + 300;
-    const held = await db.transaction(who, async (tx) => {
+    const held = await transaction(db, who, async (tx) => {
       for (let i = 0; i < n; i++) {
         const rows = await tx.query(`select $1::int + ${i} as n`, [7]);
         assert.equal(rows[0].n, 7 + i);

@@ -15,7 +15,9 @@ import { ConfigError } from "../../src/config/load.ts";
 import { freshGet, metricValue, spawnSvc } from "../helpers/process.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
-import { Database, readJson } from "../../src/db/pool.ts";
+import { Database } from "../../src/db/pool.ts";
+import { pipeline, transaction } from "../../src/db/run_as.ts";
+import { readJson } from "../../src/http/json_body.ts";
 import type { RequestRole } from "../../src/auth/roles.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
@@ -211,13 +213,14 @@ Deno.test("Database: every way a statement is sent checks its bind parameters fi
     e instanceof SvcError && e.code === "QUERY_INVALID" &&
     (e.details as { limit: string }).limit === "pg.query.max_params";
   try {
-    await assert.rejects(db.pipeline(who, [{ sql, params }]), tooMany); // routes, writes
+    await assert.rejects(pipeline(db, who, [{ sql, params }]), tooMany); // routes, writes
     await assert.rejects(readJson(db, who, sql, params, { small: true }), tooMany); // reads
     await assert.rejects(readJson(db, who, sql, params), tooMany); // streamed reads
-    await assert.rejects(db.transaction(who, (tx) => tx.query(sql, params)), tooMany); // batches
+    await assert.rejects(transaction(db, who, (tx) => tx.query(sql, params)), tooMany); // batches
     assert.equal(db.stats().in_use, 0);
     // 100 are fine everywhere.
-    const [rows] = await db.pipeline(
+    const [rows] = await pipeline(
+      db,
       who,
       [{ sql, params: params.slice(1) }].map((s) => ({
         sql: `select json_build_array(${s.params.map((_, i) => `$${i + 1}::text`).join(",")}) j`,

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { Connection, type Statement } from "../../src/pg/connection.ts";
 import { PgConnectionError, PgError, PgSkippedError } from "../../src/pg/errors.ts";
-import { JsonArraySink } from "../../src/pg/json.ts";
+import { JsonArraySink } from "../../src/http/json_body.ts";
 import { B, concat, cstr, type FakeConn, fakeServer, hello, i16, i32, msg } from "./fake_server.ts";
 
 /** A small deterministic PRNG (mulberry32). */

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { Connection, type ConnectionOptions } from "../../src/pg/connection.ts";
 import { PgConnectionError, PgError, type PgFields } from "../../src/pg/errors.ts";
-import { JsonArraySink } from "../../src/pg/json.ts";
+import { JsonArraySink } from "../../src/http/json_body.ts";
 import { emptyDb, psql, stopDb } from "../helpers/db.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
 

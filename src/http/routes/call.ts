@@ -7,6 +7,7 @@
  */
 import { SvcError } from "../../svc_error.ts";
 import type { Database } from "../../db/pool.ts";
+import { pipeline } from "../../db/run_as.ts";
 import type { RequestRole } from "../../auth/roles.ts";
 import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
 import type { Route } from "../../state/route_table.ts";
@@ -199,7 +200,7 @@ export async function runChain(
   ];
   let rows: Record<string, unknown>[][];
   try {
-    rows = await db.pipeline(who, statements);
+    rows = await pipeline(db, who, statements);
   } catch (e) {
     const i = (e as { statementIndex?: number } | null)?.statementIndex ?? -1;
     if (i >= 0 && isDenied(e)) {

@@ -1,0 +1,216 @@
+/**
+ * The body of a plain read (src/query/run.ts): its rows, JSON texts in their first column, as
+ * one JSON array. The rows' bytes are copied from the connection's receive buffer into the array
+ * ({@link JsonArraySink}, a row sink of src/pg/), never becoming JS strings; small answers are
+ * carved from shared slabs. The read runs as the request's role through src/db/run_as.ts: a small
+ * read in one round trip, or a cursor read whose answer streams with back-pressure.
+ *
+ * @module
+ */
+import type { Result, RowSink } from "../pg/connection.ts";
+import type { Database } from "../db/pool.ts";
+import { type EndOptions, FETCH_BATCH, type OpenTx, PRELUDE, runAs } from "../db/run_as.ts";
+import type { RequestRole } from "../auth/roles.ts";
+
+const OPEN = 0x5b; // [
+const COMMA = 0x2c; // ,
+const CLOSE = 0x5d; // ]
+const NULL = new TextEncoder().encode("null");
+
+/**
+ * Answers are carved from 8 KiB slabs, as Node's Buffer pool does: an ArrayBuffer costs 1–2 µs
+ * in Deno whatever its size. An answer is never written to once handed out.
+ */
+const SLAB = 8192;
+let slab = new Uint8Array(0);
+let slabAt = 0;
+
+/** A byte array of `n` bytes, small ones carved from a shared slab. */
+export function alloc(n: number): Uint8Array {
+  if (n > SLAB / 4) return new Uint8Array(n);
+  if (slab.length - slabAt < n) {
+    slab = new Uint8Array(SLAB);
+    slabAt = 0;
+  }
+  // A view made with the constructor: cheaper than `subarray` (no species lookup).
+  const out = new Uint8Array(slab.buffer, slabAt, n);
+  slabAt += n;
+  return out;
+}
+
+/** Scratch buffers reused between answers (at most a few: one per answer being built). */
+const scratch: Uint8Array[] = [];
+const SCRATCH = 16384;
+/** What a released sink holds (making a new empty array would cost an ArrayBuffer). */
+const RELEASED = new Uint8Array(0);
+
+/**
+ * Collects JSON rows (first column) into a JSON array: `[row,row,…]`. {@link take} returns the
+ * array built so far and starts the next part (for streaming: every part after the first starts
+ * with a comma, the last one ends the array).
+ */
+export class JsonArraySink implements RowSink {
+  #buf: Uint8Array;
+  #n = 0;
+  /** Rows taken so far. */
+  rows = 0;
+
+  /** An empty collector. */
+  constructor() {
+    this.#buf = scratch.pop() ?? new Uint8Array(SCRATCH);
+  }
+
+  /** Appends one row (SQL NULL becomes `null`). */
+  row(buf: Uint8Array, start: number, end: number): void {
+    const len = end < start ? 4 : end - start;
+    if (this.#n + len + 2 > this.#buf.length) this.#grow(len + 2);
+    const out = this.#buf;
+    out[this.#n++] = this.rows++ === 0 ? OPEN : COMMA;
+    if (end < start) out.set(NULL, this.#n);
+    else out.set(buf.subarray(start, end), this.#n);
+    this.#n += len;
+  }
+
+  #grow(more: number): void {
+    let size = this.#buf.length * 2;
+    while (size < this.#n + more) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.#buf.subarray(0, this.#n));
+    this.#buf = next;
+  }
+
+  /**
+   * The bytes collected since the last take (`last`: closing the array, `[]` when no row came),
+   * as an array of its own.
+   */
+  take(last: boolean): Uint8Array {
+    if (this.#n + 2 > this.#buf.length) this.#grow(2);
+    let n = this.#n;
+    if (last) {
+      if (this.rows === 0) {
+        this.#buf[n++] = OPEN;
+        this.rows = -1; // never opened again
+      }
+      this.#buf[n++] = CLOSE;
+    }
+    const out = alloc(n);
+    out.set(this.#buf.subarray(0, n));
+    this.#n = 0;
+    return out;
+  }
+
+  /** Returns the scratch buffer for reuse (the sink must not be used afterwards). */
+  release(): void {
+    if (this.#buf.length === SCRATCH && scratch.length < 64) scratch.push(this.#buf);
+    this.#buf = RELEASED;
+  }
+}
+
+const SMALL_READ: EndOptions = { end: "commit", oneBatch: true, implicit: true };
+
+/**
+ * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
+ * go from the connection's receive buffer into the answer, never becoming strings.
+ * - Known to fit one batch (`opts.small`): role switch and query in one batch (no begin or commit:
+ *   PostgreSQL runs a batch up to its Sync as one transaction), one
+ *   round trip.
+ * - Otherwise: begin, role switch and the query's first `batch` rows (a portal with a row limit)
+ *   in one batch, one round trip. A first part that completes the query is returned at once and
+ *   the commit follows off the response's critical path. Otherwise the answer is a stream that
+ *   asks the portal for the next `batch` rows only when the client has taken the earlier ones
+ *   (back-pressure), so memory stays flat.
+ * Errors before the first row reject, so the caller can still answer with an error status.
+ */
+export async function readJson(
+  db: Database,
+  who: RequestRole,
+  sql: string,
+  params: unknown[],
+  opts: { small?: boolean; batch?: number } = {},
+): Promise<Uint8Array | ReadableStream<Uint8Array>> {
+  const batch = opts.batch ?? FETCH_BATCH;
+  const sink = new JsonArraySink();
+  if (opts.small) {
+    try {
+      await runAs(db, who, [{ sql, params, sink }], SMALL_READ);
+      return sink.take(true);
+    } finally {
+      sink.release();
+    }
+  }
+  try {
+    return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {
+      end: "open",
+      body: (open) => cursor(open, sink, batch),
+    });
+  } catch (e) {
+    sink.release();
+    throw e;
+  }
+}
+
+/**
+ * The answer of a cursor read whose first rows were asked for: whole when they completed it,
+ * else a stream fetching `batch` more rows each time the client took the earlier ones.
+ */
+async function cursor(
+  open: OpenTx,
+  sink: JsonArraySink,
+  batch: number,
+): Promise<Uint8Array | ReadableStream<Uint8Array>> {
+  let ended = false;
+  let streaming = false;
+  /** Ends the transaction (commit when `ok`) and gives the connection back. */
+  const finish = (ok: boolean) => {
+    if (ended) return;
+    ended = true;
+    // A streamed answer's sink may still be written by a fetch in flight: left to the GC.
+    if (!streaming) sink.release();
+    open.end(ok);
+  };
+  let first: Result;
+  try {
+    first = (await open.started)[PRELUDE];
+    open.touch();
+  } catch (e) {
+    finish(false);
+    throw e;
+  }
+  if (!first.suspended) {
+    const out = sink.take(true);
+    finish(true);
+    return out;
+  }
+  const head = sink.take(false);
+  streaming = true;
+  let sentHead = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!sentHead) {
+        sentHead = true;
+        controller.enqueue(head);
+        return;
+      }
+      try {
+        // Progress: a batch came and the client took the earlier ones. A client that stops
+        // reading holds the lease only until the lease deadline (see src/db/pool.ts).
+        const more = await open.fetch("", batch, sink);
+        if (ended) return; // cancelled meanwhile
+        const done = !more.suspended;
+        controller.enqueue(sink.take(done));
+        if (done) {
+          finish(true);
+          controller.close();
+        }
+      } catch (e) {
+        if (ended) return;
+        finish(false);
+        controller.error(e);
+      }
+    },
+    cancel() {
+      // The client went away: the open portal and transaction are rolled back.
+      finish(false);
+    },
+  }, { highWaterMark: 1 });
+}
