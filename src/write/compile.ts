@@ -164,9 +164,9 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       let m = stored.get(node.id);
       if (!m) stored.set(node.id, m = new Map());
       for (const [r, pos] of built.pos) m.set(r, { statement: index, pos });
-      positions.set(index, built.input.map((o) => o["@o"] as number));
+      positions.set(index, built.ords);
     }
-    const params: unknown[] = [JSON.stringify(built.input)];
+    const params: unknown[] = [built.text];
     const spec: RowsSpec = {
       target: node,
       columns: step.columns,
@@ -182,7 +182,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       case "insert":
         spec.check = check({ kind: "count", node });
         build = insertStatement;
-        if (store) params.push(String(built.input.length));
+        if (store) params.push(String(built.ords.length));
         else counts = "inserted";
         break;
       case "update":
@@ -369,7 +369,10 @@ function deleteOf(
 
 /** The rows of one statement and the run-time values they take. */
 interface BuiltInput {
-  input: Record<string, JsonValue>[];
+  /** The input rows as JSON text (an array of objects, see statements.ts), `$1`. */
+  text: string;
+  /** The `"@o"` of each input row, in input order. */
+  ords: number[];
   /** [input column, source node, source statement, source column]: one per column and statement. */
   fills: [string, number, number, string][];
   /** Each row of the step and its position in the input (a merged row: its twin's). */
@@ -388,7 +391,10 @@ function buildInput(
   step: RowsStep,
   storedOf: (node: number, row: number) => Stored | undefined,
 ): BuiltInput {
-  const input: Record<string, JsonValue>[] = [];
+  // Each row's JSON text is written in one pass (no object per row, no second walk by
+  // JSON.stringify). A field written twice keeps its last value, as in the jsonb it becomes.
+  const input: string[] = [];
+  const ords: number[] = [];
   const fills: [string, number, number, string][] = [];
   const fillIndex = new Set<string>();
   const pos: [number, number][] = [];
@@ -405,7 +411,8 @@ function buildInput(
   };
   for (const r of step.rows) {
     const prow = node.rows[r];
-    const o: Record<string, JsonValue> = Object.create(null);
+    let o = `{"@o":${r}`;
+    let sources: Map<string, number> | undefined;
     const token = (c: string): JsonValue => {
       const v = prow.values.get(c);
       if (v !== undefined) return typeof v === "number" ? String(v) : v;
@@ -414,13 +421,12 @@ function buildInput(
       const w = source(f);
       return { "@fill": [w.statement, w.pos, f.from] };
     };
-    o["@o"] = r;
     for (const c of step.columns) {
       const sends = c.role === "match" || prow.writes.has(c.name);
       const v = prow.values.get(c.name);
-      if (sends && v !== undefined) o[c.name] = v;
-      if (c.flag) o[`@p:${c.name}`] = prow.writes.has(c.name);
-      const f = prow.fills.find((x) => x.column === c.name);
+      if (sends && v !== undefined) o += `,${JSON.stringify(c.name)}:${JSON.stringify(v)}`;
+      if (c.flag) o += `,${JSON.stringify(`@p:${c.name}`)}:${prow.writes.has(c.name)}`;
+      const f = prow.fills.length === 0 ? undefined : prow.fills.find((x) => x.column === c.name);
       if (sends && f && v === undefined) {
         const w = source(f);
         const id = `${c.name}\0${w.statement}`;
@@ -428,9 +434,11 @@ function buildInput(
           fillIndex.add(id);
           fills.push([c.name, f.node, w.statement, f.from]);
         }
-        o[sourceField(w.statement)] = w.pos;
+        (sources ??= new Map()).set(sourceField(w.statement), w.pos);
       }
     }
+    if (sources) { for (const [k, p] of sources) o += `,${JSON.stringify(k)}:${p}`; }
+    o += "}";
     if (step.kind !== "insert") {
       const key = JSON.stringify(keyCols.map(token));
       const body = JSON.stringify(
@@ -456,6 +464,7 @@ function buildInput(
     }
     pos.push([r, input.length]);
     input.push(o);
+    ords.push(r);
   }
-  return { input, fills, pos };
+  return { text: `[${input.join(",")}]`, ords, fills, pos };
 }

@@ -186,8 +186,20 @@ function newNode(
   return n;
 }
 
+/**
+ * The select items of each query node by output name (pure of the node; parsed write queries are
+ * cached, so a repeated write classifies its select once).
+ */
+const itemsCache = new WeakMap<RelationNode, Map<string, Item>>();
+
 /** Classifies the select items of `q` by output name. */
 function itemsOf(q: RelationNode): Map<string, Item> {
+  let items = itemsCache.get(q);
+  if (!items) itemsCache.set(q, items = classify(q));
+  return items;
+}
+
+function classify(q: RelationNode): Map<string, Item> {
   const items = new Map<string, Item>();
   for (const it of q.select as SelectItem[]) {
     const readOnly = it.mode === "get";
@@ -243,15 +255,16 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     const joins = new Map<string, { value: unknown; pointer: string }>();
     const obj = input.value;
     for (const key of Object.keys(obj)) {
-      const p = `${input.pointer}/${esc(key)}`;
+      // The value's pointer, built only where it is kept or reported.
+      const at = () => `${input.pointer}/${esc(key)}`;
       const item = items.get(key);
       const v = obj[key];
       if (!item) {
-        throw invalid(p, `unknown key "${key}": it is not in the select of ${q.name}`);
+        throw invalid(at(), `unknown key "${key}": it is not in the select of ${q.name}`);
       }
       if (item.kind === "ignored") continue;
       if (item.kind === "join") {
-        if (!item.readOnly) joins.set(key, { value: v, pointer: p });
+        if (!item.readOnly) joins.set(key, { value: v, pointer: at() });
         continue;
       }
       if (!plan) continue;
@@ -260,10 +273,13 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       const writable = !item.readOnly && !col.generated && col.identity !== "always";
       if (!isKey && !writable) continue;
       if (isKey && v === null) continue; // a null key is no key: the row is new
-      if (plan.mode !== "readonly" || isKey) checkValue(table, col, v, p);
+      if (plan.mode !== "readonly" || isKey) checkValue(table, col, v, at);
       const prev = row.values.get(col.name);
       if (prev !== undefined && !sameJson(prev, v)) {
-        throw invalid(p, `column "${col.name}" of ${table} is given twice with different values`);
+        throw invalid(
+          at(),
+          `column "${col.name}" of ${table} is given twice with different values`,
+        );
       }
       row.values.set(col.name, v as JsonValue);
       if (writable && plan.mode !== "readonly") row.writes.add(col.name);

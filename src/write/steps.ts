@@ -63,22 +63,46 @@ function groupBy<T>(items: T[], key: (t: T) => string): T[][] {
   return [...groups.values()];
 }
 
+/** Per relation: its column names in order, and those with a default (or identity). */
+const columnLists = new WeakMap<PlanNode["relation"], { all: string[]; defaulted: string[] }>();
+
+function columnsOf(rel: PlanNode["relation"]): { all: string[]; defaulted: string[] } {
+  let l = columnLists.get(rel);
+  if (!l) {
+    l = {
+      all: rel.columns.map((c) => c.name),
+      defaulted: rel.columns.filter((c) => c.hasDefault || c.identity !== null).map((c) => c.name),
+    };
+    columnLists.set(rel, l);
+  }
+  return l;
+}
+
 function writeStepsOf(n: PlanNode): RowsStep[] {
   const steps: RowsStep[] = [];
-  const idx = (a: RowAction) => n.rows.flatMap((r, i) => (r.action === a ? [i] : []));
+  // Rows by action, in row order (one pass).
+  const byAction = new Map<RowAction, number[]>();
+  n.rows.forEach((r, i) => {
+    const l = byAction.get(r.action);
+    if (l) l.push(i);
+    else byAction.set(r.action, [i]);
+  });
+  const idx = (a: RowAction) => byAction.get(a) ?? [];
   const rel = n.relation;
-  const defaulted = (c: string) => {
-    const col = rel.columnMap.get(c);
-    return col !== undefined && (col.hasDefault || col.identity !== null);
-  };
+  const names = columnsOf(rel);
   const union = (rows: number[], exclude: string[] = []) => {
     const cols = new Set<string>();
     for (const r of rows) for (const c of n.rows[r].writes) if (!exclude.includes(c)) cols.add(c);
     // Keep the relation's column order: stable SQL text for equal payload shapes.
-    return rel.columns.map((c) => c.name).filter((c) => cols.has(c));
+    return names.all.filter((c) => cols.has(c));
   };
-  const pattern = (r: number, only: (c: string) => boolean) =>
-    [...n.rows[r].writes].filter(only).sort().join("\u0000");
+  // The columns of `among` a row writes, in the relation's order: its group's key.
+  const pattern = (r: number, among: string[]) => {
+    const writes = n.rows[r].writes;
+    let k = "";
+    for (const c of among) if (writes.has(c)) k += `${c}\u0000`;
+    return k;
+  };
 
   // Updates first: they may free unique values that inserted rows take.
   const updates = idx("update");
@@ -92,18 +116,18 @@ function writeStepsOf(n: PlanNode): RowsStep[] {
   }
   // Upserts: ON CONFLICT DO UPDATE cannot tell a missing column from one set to null, so rows are
   // grouped by the set of columns they write (one group for a uniform payload).
-  for (const rows of groupBy(idx("upsert"), (r) => pattern(r, () => true))) {
+  for (const rows of groupBy(idx("upsert"), (r) => pattern(r, names.all))) {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
     steps.push({ kind: "upsert", node: n.id, rows, columns });
   }
   // Inserts (and insert-or-keep): an absent column must take its default, which INSERT … SELECT
   // cannot express per row, so rows are grouped by which columns with a default they provide
   // (one group for a uniform payload). Absent columns without a default are NULL either way.
-  for (const rows of groupBy(idx("insert-or-keep"), (r) => pattern(r, defaulted))) {
+  for (const rows of groupBy(idx("insert-or-keep"), (r) => pattern(r, names.defaulted))) {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
     steps.push({ kind: "insert-or-keep", node: n.id, rows, columns });
   }
-  for (const rows of groupBy(idx("insert"), (r) => pattern(r, defaulted))) {
+  for (const rows of groupBy(idx("insert"), (r) => pattern(r, names.defaulted))) {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
     steps.push({ kind: "insert", node: n.id, rows, columns });
   }

@@ -38,23 +38,29 @@ export function isJson(v: unknown, depth = 0): v is JsonValue {
 
 /**
  * Checks a payload value for `col` of relation `table` (`schema.name`); throws QUERY_INVALID with
- * `pointer` for an obvious mismatch: a value that is not JSON, null for a NOT NULL column, an
+ * `pointer` (or what it returns: built only on failure) for an obvious mismatch: a value that is not JSON, null for a NOT NULL column, an
  * object or array for a scalar column, a string that is no number for a numeric column, a
  * fraction or out-of-range number for an integer column, a number for a date/time column.
  * Anything subtler (an unknown enum label, a malformed date, a too-long string) is left to the
  * database, whose 22xxx error the HTTP layer maps to 400.
  */
-export function checkValue(table: string, col: Column, v: unknown, pointer: string): void {
+export function checkValue(
+  table: string,
+  col: Column,
+  v: unknown,
+  pointer: string | (() => string),
+): void {
+  const at = () => typeof pointer === "string" ? pointer : pointer();
   const fail = (what: string): never => {
     throw invalid(
-      pointer,
+      at(),
       `column "${col.name}" of ${table} (${col.type}) expects ${what}, got ${describe(v)}`,
     );
   };
   if (!isJson(v)) fail("a JSON value");
   if (v === null) {
     if (!col.nullable) {
-      throw invalid(pointer, `column "${col.name}" of ${table} cannot be null`);
+      throw invalid(at(), `column "${col.name}" of ${table} cannot be null`);
     }
     return;
   }
