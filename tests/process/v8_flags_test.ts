@@ -47,8 +47,10 @@ Deno.test("the default V8 flags are V8's and cap the young generation", async ()
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     return Number(new TextDecoder().decode(out.stdout).trim()) / (1024 * 1024);
   };
-  const semi = Number(DEFAULT_V8_FLAGS.find((f) => f.startsWith("--max-semi-space-size="))!
-    .split("=")[1]);
+  const semi = Number(
+    DEFAULT_V8_FLAGS.find((f) => f.startsWith("--max-semi-space-size="))!
+      .split("=")[1],
+  );
   const capped = await run([DEFAULT_V8_FLAGS_ARG]);
   assert.ok(capped <= 4 * semi + 1, `new space ${capped} MiB with ${DEFAULT_V8_FLAGS_ARG}`);
 });
