@@ -7,6 +7,7 @@
  * stops here with exit 1 (under --watch the child would wait for changes instead).
  */
 import { loadChinook, startCluster } from "../src/db/cluster.ts";
+import { DEFAULT_V8_FLAGS_ARG } from "../src/process/v8_flags.ts";
 
 const fresh = Deno.args.includes("--fresh");
 const withOidc = Deno.args.includes("--with-oidc");
@@ -57,6 +58,7 @@ const child = new Deno.Command(Deno.execPath(), {
   args: [
     "run",
     "-A",
+    DEFAULT_V8_FLAGS_ARG,
     `--watch=${root}src/,${root}wellknown/,${root}templates/`,
     `${root}main.ts`,
     ...flags,

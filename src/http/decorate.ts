@@ -6,7 +6,7 @@
  * @module
  */
 import type { Config } from "../config/load.ts";
-import { applyCors, corsApplies } from "./cors.ts";
+import { applyCors, corsApplies, corsFields } from "./cors.ts";
 import { cspFor, isHtml, newNonce } from "./csp.ts";
 
 /**
@@ -31,4 +31,20 @@ export function decorate(cfg: Config, req: Request, path: string, res: Response)
     decorate(res.headers);
   }
   return res;
+}
+
+/**
+ * {@link decorate}'s headers added to the fields of a response not built yet (a
+ * src/http/plain_answer.ts answer of `contentType`).
+ */
+export function decorateFields(
+  cfg: Config,
+  req: Request,
+  path: string,
+  contentType: string,
+  fields: Record<string, string>,
+): void {
+  if (corsApplies(path)) corsFields(cfg.http.cors, req.headers.get("origin"), fields);
+  fields["x-content-type-options"] = "nosniff";
+  if (isHtml(contentType)) fields["content-security-policy"] = cspFor(cfg.http.csp, newNonce());
 }

@@ -29,6 +29,7 @@ import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { serveStatic, staticDirs } from "./static.ts";
 import { handleGet, handlePost, type SvcContext } from "./svc_endpoint.ts";
+import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
 
 /** A request being dispatched; handlers may set `kind` and clear `setCookie`. */
@@ -73,10 +74,13 @@ export interface DispatchDeps {
   reads?: ReadTargets;
 }
 
-type Handler = (call: Call) => Response | Promise<Response>;
+/** A handler's answer: a Response, or a {@link PlainAnswer} the server makes one. */
+export type Answer = Response | PlainAnswer;
+
+type Handler = (call: Call) => Answer | Promise<Answer>;
 
 /** The dispatch of a configuration: the request's answer (throws a failure). */
-export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Response> {
+export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Answer> {
   const { cfg, db, runtime } = deps;
   const statics = staticDirs(cfg.http.static.path);
   const routes = routeHandler({

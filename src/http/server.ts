@@ -18,13 +18,14 @@ import type { Sso } from "../sso/endpoints.ts";
 import { pathKind, requestId } from "../observe/access.ts";
 import { metricsRecorded } from "./metrics_endpoint.ts";
 import type { RouteHooks } from "./routes/request.ts";
-import { type ClientWatch, isStreamed } from "./disconnect.ts";
+import { type ClientWatch, isStreamed, markStreamed } from "./disconnect.ts";
 import { surface } from "./surface.ts";
 import { enter } from "./enter.ts";
 import { identify, type Identity } from "./identify.ts";
-import { type Call, type Cluster, dispatcher } from "./dispatch.ts";
-import { failure, finish } from "./finish.ts";
-import { decorate } from "./decorate.ts";
+import { type Answer, type Call, type Cluster, dispatcher } from "./dispatch.ts";
+import { failure, finish, type Finished, finished, finishFields } from "./finish.ts";
+import { decorate, decorateFields } from "./decorate.ts";
+import { PlainAnswer } from "./plain_answer.ts";
 
 export type { Cluster };
 
@@ -80,7 +81,7 @@ export function createApp(deps: AppDeps): App {
     };
     const gate = await enter(runtime, path);
     let id: Identity | undefined;
-    let res: Response;
+    let answer: Answer;
     try {
       id = await identify(req, rid, gate, info, who);
       call.who = id.who;
@@ -90,17 +91,13 @@ export function createApp(deps: AppDeps): App {
       if (id.credential.error) throw id.credential.error;
       // A token naming the connecting role would run as the authenticator itself.
       if (!id.anonymous) checkAssumable(id.who.role, runtime.state?.schema.currentUser);
-      res = await dispatch(call as Call);
+      answer = await dispatch(call as Call);
     } catch (e) {
-      res = failure(e as Error, cfg.dev, id?.anonymous ?? true);
+      answer = failure(e as Error, cfg.dev, id?.anonymous ?? true);
     } finally {
       gate.leave();
     }
-    // A Bearer request never gets the session cookie, whoever set it (src/auth/bearer.ts).
-    if (id) res = auth.bearerAnswer(res, id.credential);
-    // A streamed answer's statements run on: its connection stays watched until it is sent.
-    if (id?.unwatch && !isStreamed(res)) id.unwatch();
-    res = finish(res, {
+    const t = {
       t0,
       requestId: rid,
       kind: call.kind,
@@ -108,14 +105,57 @@ export function createApp(deps: AppDeps): App {
       path,
       setCookie: call.setCookie,
       role: id?.who.role,
-    }, record);
+    };
+    // A Bearer request's plain answer is a success carrying no session cookie: nothing for
+    // bearerAnswer to change (src/auth/bearer.ts), so it is built at once with all its headers.
+    if (answer instanceof PlainAnswer && (!id?.credential.bearer || answer.status < 400)) {
+      return plainResponse(answer, t, req, id);
+    }
+    let res = answer instanceof PlainAnswer ? responseOf(answer) : answer;
+    // A Bearer request never gets the session cookie, whoever set it (src/auth/bearer.ts).
+    if (id) res = auth.bearerAnswer(res, id.credential);
+    // A streamed answer's statements run on: its connection stays watched until it is sent.
+    if (id?.unwatch && !isStreamed(res)) id.unwatch();
+    res = finish(res, t, record);
     res = decorate(cfg, req, path, res);
     if (method !== "HEAD") return res;
     // HEAD: a GET's status and headers, without its body.
     res.body?.cancel().catch(() => {});
     return new Response(null, res);
   };
+
+  /** A plain answer as its Response, every header given to the constructor (plain_answer.ts). */
+  const plainResponse = (
+    a: PlainAnswer,
+    t: Finished,
+    req: Request,
+    id: Identity | undefined,
+  ): Response => {
+    const streamed = a.body instanceof ReadableStream;
+    // A streamed answer's statements run on: its connection stays watched until it is sent.
+    if (id?.unwatch && !streamed) id.unwatch();
+    const fields: Record<string, string> = { "content-type": a.contentType };
+    finishFields(t, fields);
+    decorateFields(cfg, req, t.path, a.contentType, fields);
+    finished(t, a.status, record);
+    if (t.method === "HEAD") {
+      // HEAD: a GET's status and headers, without its body.
+      if (streamed) (a.body as ReadableStream).cancel().catch(() => {});
+      return new Response(null, { status: a.status, headers: fields });
+    }
+    const res = new Response(a.body as BodyInit, { status: a.status, headers: fields });
+    return streamed ? markStreamed(res) : res;
+  };
   return { fetch };
+}
+
+/** A plain answer as a Response of its own (the path that changes its headers afterwards). */
+function responseOf(a: PlainAnswer): Response {
+  const res = new Response(a.body as BodyInit, {
+    status: a.status,
+    headers: { "content-type": a.contentType },
+  });
+  return a.body instanceof ReadableStream ? markStreamed(res) : res;
 }
 
 /**
