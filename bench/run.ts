@@ -338,7 +338,8 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
       out.total_ms.push(performance.now() - s);
       out.status.push(r.status);
       out.bytes = bytes;
-      if (last && last[last.length - 1] !== 0x5d) out.status.push(-1); // not ending in "]"
+      // A 200 whose body does not end in "]" was cut short.
+      if (r.status === 200 && last && last[last.length - 1] !== 0x5d) out.status.push(-1);
     }
   } finally {
     clearInterval(timer);

@@ -1,7 +1,7 @@
 /**
  * The configuration's one schema: every key with its value kind, default and a one-line
  * description, nested as the configuration is. It validates the loaded configuration
- * ({@link checkConfig}), the compiler checks {@link Config} is exactly its type, and the flat key
+ * ({@link checkConfig}), {@link Config} is its type, and the flat key
  * table {@link KEYS} (names with `<placeholder>` segments for the entries of a map) is read from
  * it: the loader, the docs/configuration.md table (scripts/config_reference.ts) and `--help` all
  * read that.
@@ -142,6 +142,52 @@ const CSP_DIRECTIVE_KEYS = Object.fromEntries(
 
 /** The individual `http.csp.<directive>` keys (besides default_src and policy). */
 export const CSP_DIRECTIVES: readonly string[] = Object.keys(CSP_DIRECTIVE_KEYS);
+
+/** A route declared in configuration (`route.<schema>.<function>`). */
+const ROUTE_ENTRY = z.object({
+  path: text("Declares a route (path pattern with {name} placeholders)."),
+  method: text("Comma-separated methods (inferred from volatility when unset)."),
+  template: text("Default template of the route."),
+  stream_upload: bool("Disk-streaming upload flow.", false),
+  middleware: bool("Marks a middleware function.", false),
+});
+
+/** An OIDC provider entry (`openid.<name>`). */
+const OPENID_ENTRY = z.object({
+  issuer: text("OIDC issuer URL (required per entry)."),
+  client_id: text("Client id (default: file <secrets.dir>/openid-<name>.id)."),
+  client_secret: text("Client secret (default: file <secrets.dir>/openid-<name>.secret)."),
+  scopes: list("Scopes.", ["openid", "email", "profile"]),
+  fetch_userinfo: bool("Merge userinfo claims over the ID token's.", false),
+  public_host: text("Per-entry public host (default: http.public_host)."),
+  callback_function: text("Callback function (default: http.functions.sso_callback)."),
+});
+
+/** A SAML provider entry (`saml.<name>`). */
+const SAML_ENTRY = z.object({
+  idp_metadata_url: text("IdP metadata URL (required per entry)."),
+  force_signed_requests: bool(
+    "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
+    true,
+  ),
+  public_host: text("Per-entry public host (default: http.public_host)."),
+  callback_function: text("Callback function (default: http.functions.sso_callback)."),
+  certificate_path: text("Per-entry SP certificate."),
+  private_key_path: text("Per-entry SP private key."),
+  metadata_refresh: int(
+    "Seconds between IdP metadata re-fetches (sooner when its cacheDuration or validUntil says so; also on reload).",
+    3600,
+  ),
+  allow_unsolicited: bool(
+    "Accept IdP-initiated responses (no InResponseTo, no login started by this browser).",
+    false,
+  ),
+  allow_sha1: bool("Accept SHA-1 signatures and digests (RSA-SHA1) from the IdP.", false),
+  max_response_size: int(
+    "Largest SAMLResponse in bytes (decoded); larger is 413 before any XML parsing.",
+    262144,
+  ),
+});
 
 /** Every known key, nested as the configuration is. Order is the order of docs/configuration.md. */
 const CONFIG_SCHEMA = z.object({
@@ -349,13 +395,7 @@ const CONFIG_SCHEMA = z.object({
     "schema",
     each(
       "function",
-      z.object({
-        path: text("Declares a route (path pattern with {name} placeholders)."),
-        method: text("Comma-separated methods (inferred from volatility when unset)."),
-        template: text("Default template of the route."),
-        stream_upload: bool("Disk-streaming upload flow.", false),
-        middleware: bool("Marks a middleware function.", false),
-      }),
+      ROUTE_ENTRY,
     ),
   ),
   jwt: z.object({
@@ -385,15 +425,7 @@ const CONFIG_SCHEMA = z.object({
   }),
   openid: each(
     "name",
-    z.object({
-      issuer: text("OIDC issuer URL (required per entry)."),
-      client_id: text("Client id (default: file <secrets.dir>/openid-<name>.id)."),
-      client_secret: text("Client secret (default: file <secrets.dir>/openid-<name>.secret)."),
-      scopes: list("Scopes.", ["openid", "email", "profile"]),
-      fetch_userinfo: bool("Merge userinfo claims over the ID token's.", false),
-      public_host: text("Per-entry public host (default: http.public_host)."),
-      callback_function: text("Callback function (default: http.functions.sso_callback)."),
-    }),
+    OPENID_ENTRY,
   ),
   saml: z.object({
     certificate_path: text(
@@ -406,30 +438,7 @@ const CONFIG_SCHEMA = z.object({
     ),
   }).catchall(named(
     "name",
-    z.object({
-      idp_metadata_url: text("IdP metadata URL (required per entry)."),
-      force_signed_requests: bool(
-        "Sign outgoing AuthnRequests even when the IdP metadata does not ask for it (always signed when it does).",
-        true,
-      ),
-      public_host: text("Per-entry public host (default: http.public_host)."),
-      callback_function: text("Callback function (default: http.functions.sso_callback)."),
-      certificate_path: text("Per-entry SP certificate."),
-      private_key_path: text("Per-entry SP private key."),
-      metadata_refresh: int(
-        "Seconds between IdP metadata re-fetches (sooner when its cacheDuration or validUntil says so; also on reload).",
-        3600,
-      ),
-      allow_unsolicited: bool(
-        "Accept IdP-initiated responses (no InResponseTo, no login started by this browser).",
-        false,
-      ),
-      allow_sha1: bool("Accept SHA-1 signatures and digests (RSA-SHA1) from the IdP.", false),
-      max_response_size: int(
-        "Largest SAMLResponse in bytes (decoded); larger is 413 before any XML parsing.",
-        262144,
-      ),
-    }),
+    SAML_ENTRY,
   )),
   sso: z.object({
     store: text(
@@ -459,166 +468,16 @@ const CONFIG_SCHEMA = z.object({
 });
 
 /** A route declared in configuration. */
-export interface RouteConfig {
-  path?: string;
-  method?: string;
-  template?: string;
-  stream_upload: boolean;
-  middleware: boolean;
-}
+export type RouteConfig = z.output<typeof ROUTE_ENTRY>;
 
 /** An OIDC provider entry. */
-export interface OpenIdConfig {
-  issuer?: string;
-  client_id?: string;
-  client_secret?: string;
-  scopes: string[];
-  fetch_userinfo: boolean;
-  public_host?: string;
-  callback_function?: string;
-}
+export type OpenIdConfig = z.output<typeof OPENID_ENTRY>;
 
 /** A SAML provider entry. */
-export interface SamlConfig {
-  idp_metadata_url?: string;
-  force_signed_requests: boolean;
-  public_host?: string;
-  callback_function?: string;
-  certificate_path?: string;
-  private_key_path?: string;
-  /** Seconds between IdP metadata re-fetches. */
-  metadata_refresh: number;
-  /** Accept IdP-initiated (unsolicited) responses. */
-  allow_unsolicited: boolean;
-  /** Accept SHA-1 signatures and digests. */
-  allow_sha1: boolean;
-  /** Largest accepted SAMLResponse, decoded bytes. */
-  max_response_size: number;
-}
+export type SamlConfig = z.output<typeof SAML_ENTRY>;
 
-/**
- * The typed, validated configuration: what {@link CONFIG_SCHEMA} reads, written out for the public
- * API (whose types are declared, not inferred); the compiler checks the two are the same type.
- */
-export interface Config {
-  dev: boolean;
-  config?: string;
-  secrets: { dir: string };
-  pg: {
-    uri?: string;
-    host: string;
-    port: number;
-    database?: string;
-    user?: string;
-    password?: string;
-    /** `pg.schemas`: the exposed schemas (unset: every schema). */
-    schemas?: string[];
-    pool_size: number;
-    pool_timeout: number;
-    connect_timeout: number;
-    lease_grace: number;
-    max_lifetime: number;
-    prepared_statements: boolean;
-    /** A replicated deployment: src/db/listen.ts, src/db/replicas.ts. */
-    notify_channel: string;
-    listen_uri?: string;
-    read_uri: string[];
-    read_pool_size: number;
-    read_max_lag: number;
-    read_primary_claim?: string;
-    query: {
-      anonymous_role: string;
-      max_depth: number;
-      wellknown_path: string;
-      allow_count: boolean;
-      allow_stats: boolean;
-      allow_query_plan: boolean;
-      allow_sql: boolean;
-      allow_rollback: boolean;
-      statement_timeout: number;
-      max_row_size: number;
-      max_joins: number;
-      max_params: number;
-    };
-  };
-  blacklist: {
-    relations: Record<string, Record<string, "y" | "n">>;
-    functions: Record<string, Record<string, "y" | "n">>;
-  };
-  http: {
-    host: string;
-    port: number;
-    /** Unset: one per usable core (1 in dev); see {@link workerCount}. */
-    workers?: number;
-    public_host?: string;
-    public_scheme?: "http" | "https";
-    cookies_max_age: number;
-    max_body_size: number;
-    max_part_count: number;
-    max_json_depth: number;
-    max_batch: number;
-    max_header_size: number;
-    body_timeout: number;
-    static: { path?: string };
-    upload: { dir?: string; max_size?: number };
-    templates: { path: string };
-    typescript: { enable: boolean; schemas?: string[] };
-    functions: { allowed_auth?: string; sso_callback?: string };
-    cors: {
-      allowed_origins: string[];
-      allowed_methods: string[];
-      allowed_headers: string[];
-      max_age: number;
-    };
-    csp: {
-      default_src: string;
-      script_src?: string;
-      style_src?: string;
-      img_src?: string;
-      font_src?: string;
-      connect_src?: string;
-      object_src?: string;
-      frame_ancestors?: string;
-      base_uri?: string;
-      form_action?: string;
-      policy?: string;
-    };
-    metrics: { enable: boolean; port?: number; host: string };
-    playground: { enable: boolean };
-  };
-  route: Record<string, Record<string, RouteConfig>>;
-  jwt: {
-    max_age: number;
-    renew_after: number;
-    max_session_age: number;
-    same_site: "Strict" | "Lax" | "None";
-    algorithm: "HS256" | "HS384" | "HS512";
-    cookie_name: string;
-    secure: boolean;
-    secret?: string;
-    jwks_url?: string;
-    issuer?: string;
-    audience?: string[];
-    role_claim: string;
-  };
-  openid: Record<string, OpenIdConfig>;
-  saml: Record<string, SamlConfig> & { certificate_path: string; private_key_path: string };
-  /** `sso.store`: the replay store table (unset: in memory, per process). */
-  sso: { store?: string };
-  logging: {
-    handler: "pretty" | "json";
-    level: "debug" | "info" | "warn" | "error";
-    filter: Record<string, string>;
-    exclude: Record<string, string>;
-  };
-  reload: { cmd?: string; timeout: number; drain_timeout: number };
-  typescript: { helper_path?: string };
-}
-
-/** True when A and B are each assignable to the other. */
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-// Fails to compile when Config and the schema disagree (a key, a type or an optionality).
-const _configIsTheSchemasType: Same<z.output<typeof CONFIG_SCHEMA>, Config> = true;
+/** The typed, validated configuration: the type {@link CONFIG_SCHEMA} reads. */
+export type Config = z.output<typeof CONFIG_SCHEMA>;
 
 /**
  * Validates an assembled configuration (every key already checked and defaulted by the loader)
