@@ -19,7 +19,7 @@ import { bindMetricSources } from "../observe/metrics.ts";
 import { announce, publicUrl } from "./startup.ts";
 import { ignoredEnv } from "../config/env.ts";
 import { createSso } from "../sso/endpoints.ts";
-import { surfaceHooks } from "../http/hooks.ts";
+import { routeHooks as buildRouteHooks } from "../http/route_hooks.ts";
 import { serveMetrics } from "../http/metrics_endpoint.ts";
 import { ClientWatch } from "../http/disconnect.ts";
 import { openReplayStore } from "../sso/store.ts";
@@ -84,7 +84,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   // Read replicas (pg.read_uri): null without them (src/db/replicas.ts).
   const reads = openReadTargets(cfg, db, worker) ?? undefined;
   const runtime = new Runtime(cfg);
-  const routeHooks = surfaceHooks(cfg, runtime);
+  const routeHooks = buildRouteHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
   const clientWatch = new ClientWatch();
   bindMetricSources({

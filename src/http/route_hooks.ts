@@ -12,7 +12,7 @@ import type { RouteHooks } from "./routes/request.ts";
 import type { Templates } from "./templates.ts";
 
 /** Builds the hooks (and registers the templates' reload with the runtime). */
-export function surfaceHooks(cfg: Config, runtime: Runtime): RouteHooks {
+export function routeHooks(cfg: Config, runtime: Runtime): RouteHooks {
   let templates: Templates | undefined;
   let loading: Promise<Templates> | undefined;
   const loadTemplates = async (): Promise<Templates> =>
