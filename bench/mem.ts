@@ -16,6 +16,7 @@ import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
 import { type Child, cpuMs, readMem, startSvc } from "./lib/procs.ts";
+import { parseVariant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -31,16 +32,7 @@ const { values: flags } = parseArgs({
 
 const log = (s: string) => console.error(`[mem] ${s}`);
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
-const variants = flags.variant.map((spec) => {
-  const colon = spec.indexOf(":");
-  const [name, main] = (colon < 0 ? spec : spec.slice(0, colon)).split("@");
-  const all = colon < 0 ? [] : spec.slice(colon + 1).split(",").filter(Boolean);
-  const isEnv = (f: string) => /^[A-Z_][A-Z0-9_]*=/.test(f);
-  const env = Object.fromEntries(
-    all.filter(isEnv).map((f) => [f.slice(0, f.indexOf("=")), f.slice(f.indexOf("=") + 1)]),
-  );
-  return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
-});
+const variants = flags.variant.map(parseVariant);
 const tmp = await Deno.makeTempDir({ prefix: "svc-mem-" });
 Deno.mkdirSync(`${tmp}/wellknown`);
 Deno.mkdirSync(`${tmp}/secrets`);

@@ -51,6 +51,7 @@ import {
   resetStatements,
   type StatementsPerRequest,
 } from "./lib/statements.ts";
+import { parseVariant, type Variant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -69,32 +70,6 @@ const { values: flags } = parseArgs({
     statements: { type: "boolean", default: false },
   },
 });
-
-/** One svc configuration under test. */
-interface Variant {
-  name: string;
-  main?: string;
-  flags: string[];
-  env: Record<string, string>;
-}
-
-/** Parses `NAME[@MAIN]:FLAG,FLAG…`. */
-function parseVariant(spec: string): Variant {
-  const colon = spec.indexOf(":");
-  const head = colon < 0 ? spec : spec.slice(0, colon);
-  const rest = colon < 0 ? "" : spec.slice(colon + 1);
-  const [name, main] = head.split("@");
-  if (!name) throw new Error(`--variant ${spec}: a name is required`);
-  const all = rest ? rest.split(",") : [];
-  const isEnv = (f: string) => /^[A-Z_][A-Z0-9_]*=/.test(f);
-  const env = Object.fromEntries(
-    all.filter(isEnv).map((f) => {
-      const i = f.indexOf("=");
-      return [f.slice(0, i), f.slice(i + 1)];
-    }),
-  );
-  return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
-}
 
 const variants = flags.variant.map(parseVariant);
 if (new Set(variants.map((v) => v.name)).size !== variants.length) {

@@ -23,6 +23,7 @@ import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
 import { type Child, CpuMonitor, cpuMs, startSvc } from "./lib/procs.ts";
+import { parseVariant, type Variant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -38,29 +39,6 @@ const { values: flags } = parseArgs({
     "no-memory": { type: "boolean", default: false },
   },
 });
-
-interface Variant {
-  name: string;
-  main?: string;
-  flags: string[];
-  env: Record<string, string>;
-}
-
-function parseVariant(spec: string): Variant {
-  const colon = spec.indexOf(":");
-  const head = colon < 0 ? spec : spec.slice(0, colon);
-  const rest = colon < 0 ? "" : spec.slice(colon + 1);
-  const [name, main] = head.split("@");
-  const all = rest ? rest.split(",") : [];
-  const isEnv = (f: string) => /^[A-Z_][A-Z0-9_]*=/.test(f);
-  const env = Object.fromEntries(
-    all.filter(isEnv).map((f) => {
-      const i = f.indexOf("=");
-      return [f.slice(0, i), f.slice(i + 1)];
-    }),
-  );
-  return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
-}
 
 const variants = flags.variant.map(parseVariant);
 const ROUNDS = Number(flags.rounds);

@@ -62,7 +62,14 @@ function isRoot(): boolean {
   return Deno.uid?.() === 0;
 }
 
-async function run(cmd: string[], opts: { asPostgres: boolean; stdin?: string }): Promise<string> {
+/**
+ * Runs a command (as the `postgres` OS user when `asPostgres` and this process is root), feeding
+ * it `stdin`; its standard output, or an Error with its standard error when it fails.
+ */
+export async function runCommand(
+  cmd: string[],
+  opts: { asPostgres: boolean; stdin?: string },
+): Promise<string> {
   const argv = opts.asPostgres && isRoot() ? ["runuser", "-u", "postgres", "--", ...cmd] : cmd;
   const child = new Deno.Command(argv[0], {
     args: argv.slice(1),
@@ -109,7 +116,7 @@ async function ensurePostgresUser(): Promise<void> {
   })
     .output();
   if (id.success) return;
-  await run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", "postgres"], {
+  await runCommand(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", "postgres"], {
     asPostgres: false,
   });
 }
@@ -153,7 +160,7 @@ export async function startCluster(
   } catch { /* a new cluster */ }
   if (isRoot()) {
     await Deno.chmod(dir, 0o755);
-    await run(["chown", "postgres:postgres", dir], { asPostgres: false });
+    await runCommand(["chown", "postgres:postgres", dir], { asPostgres: false });
   }
   const data = `${dir}/data`;
   if (created) await initCluster(bin, dir, data, port);
@@ -161,7 +168,7 @@ export async function startCluster(
   // be taken by another process before PostgreSQL binds it: then try another (twice at most).
   for (let attempt = 1;; attempt++) {
     try {
-      await run(
+      await runCommand(
         [`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, "-o", `-p ${port}`, "-w", "start"],
         { asPostgres: true },
       );
@@ -179,7 +186,7 @@ export async function startCluster(
 }
 
 async function initCluster(bin: string, dir: string, data: string, port: number): Promise<void> {
-  await run([
+  await runCommand([
     `${bin}/initdb`,
     "-D",
     data,
@@ -202,7 +209,10 @@ async function initCluster(bin: string, dir: string, data: string, port: number)
     "max_connections = 200",
     "shared_buffers = 128MB",
   ].join("\n");
-  await run(["sh", "-c", `cat >> '${data}/postgresql.conf'`], { asPostgres: true, stdin: conf });
+  await runCommand(["sh", "-c", `cat >> '${data}/postgresql.conf'`], {
+    asPostgres: true,
+    stdin: conf,
+  });
 }
 
 function clusterHandle(
@@ -230,7 +240,7 @@ function clusterHandle(
     uriFor,
     psql: (sql, database = "postgres") =>
       hasPsql
-        ? run([
+        ? runCommand([
           psqlBin,
           "-X",
           "-q",
@@ -250,12 +260,20 @@ function clusterHandle(
         })
         : simpleQuery(uriFor(database), sql),
     ctl: (args) =>
-      run([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, ...args], { asPostgres: true }),
+      runCommand([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, ...args], { asPostgres: true }),
     async stop() {
       if (stopped) return;
       stopped = true;
       try {
-        await run([`${bin}/pg_ctl`, "-D", data, "-m", keep ? "fast" : "immediate", "-w", "stop"], {
+        await runCommand([
+          `${bin}/pg_ctl`,
+          "-D",
+          data,
+          "-m",
+          keep ? "fast" : "immediate",
+          "-w",
+          "stop",
+        ], {
           asPostgres: true,
         });
       } catch { /* already down */ }

@@ -6,46 +6,25 @@
  *
  * @module
  */
-import type { Config } from "../config/load.ts";
-import type { Database } from "../db/pool.ts";
-import type { HealthProbe } from "../db/health.ts";
-import type { Sessions } from "../auth/session.ts";
 import { checkAssumable } from "../auth/roles.ts";
 import { requestAuth } from "../auth/bearer.ts";
-import type { Runtime } from "../state/runtime.ts";
-import type { ReadTargets } from "../db/replicas.ts";
-import type { Sso } from "../sso/endpoints.ts";
 import { pathKind, requestId } from "../observe/access.ts";
 import { metricsRecorded } from "./metrics_endpoint.ts";
-import type { RouteHooks } from "./routes/request.ts";
 import { type ClientWatch, isStreamed, markStreamed } from "./disconnect.ts";
 import { surface } from "./surface.ts";
 import { enter } from "./enter.ts";
 import { identify, type Identity } from "./identify.ts";
-import { type Answer, type Call, type Cluster, dispatcher } from "./dispatch.ts";
+import { type Answer, type Call, type Cluster, type DispatchDeps, dispatcher } from "./dispatch.ts";
 import { failure, finish, type Finished, finished, finishFields } from "./finish.ts";
 import { decorate, decorateFields } from "./decorate.ts";
 import { PlainAnswer } from "./plain_answer.ts";
 
 export type { Cluster };
 
-/** Everything the server needs. */
-export interface AppDeps {
-  cfg: Config;
-  db: Database;
-  runtime: Runtime;
-  sessions: Sessions;
-  health: HealthProbe;
-  /** Template rendering and multipart decoding for declared routes (optional). */
-  routeHooks?: RouteHooks;
-  /** Single sign-on endpoints under /auth/ (src/sso/endpoints.ts). */
-  sso?: Sso;
-  /** Set when this server is one worker of several: health and metrics cover every worker. */
-  cluster?: Cluster;
+/** Everything the server needs: what the dispatch table needs, and the client watch. */
+export interface AppDeps extends DispatchDeps {
   /** Watches requests' connections for clients the HTTP server does not report gone. */
   clientWatch?: ClientWatch;
-  /** Read replicas (`pg.read_uri`): where reads run (src/db/replicas.ts). */
-  reads?: ReadTargets;
 }
 
 /** The HTTP application: the handler to give Deno.serve. */

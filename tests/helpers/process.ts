@@ -107,3 +107,16 @@ export async function metricValue(url: string, line: RegExp): Promise<number> {
   const m = text.split("\n").find((l) => line.test(l));
   return m ? Number(m.split(" ").pop()) : 0;
 }
+
+/** Worker numbers found in the JSON access-log lines of `path`. */
+export function workersInLog(svc: SvcProcess, path: string): Set<number> {
+  const seen = new Set<number>();
+  for (const line of svc.output().split("\n")) {
+    if (!line.startsWith("{")) continue;
+    const rec = JSON.parse(line) as { properties?: { path?: string; worker?: number } };
+    if (rec.properties?.path === path && typeof rec.properties.worker === "number") {
+      seen.add(rec.properties.worker);
+    }
+  }
+  return seen;
+}

@@ -3,7 +3,7 @@
  * loopback into a private directory, started as a hot standby on a free port by the same OS user
  * as the test clusters (`postgres` when the tests run as root). Stopped with the test process.
  */
-import { type Cluster, findPgBin, freePort } from "../../src/db/cluster.ts";
+import { type Cluster, findPgBin, freePort, runCommand } from "../../src/db/cluster.ts";
 import { waitFor } from "./wait.ts";
 
 /** A running (or stopped) streaming replica. */
@@ -24,26 +24,8 @@ function isRoot(): boolean {
   return Deno.uid?.() === 0;
 }
 
-async function run(cmd: string[], asPostgres: boolean, stdin?: string): Promise<string> {
-  const argv = asPostgres && isRoot() ? ["runuser", "-u", "postgres", "--", ...cmd] : cmd;
-  const child = new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const out = await child.output();
-  const dec = new TextDecoder();
-  if (!out.success) {
-    throw new Error(`${cmd.join(" ")} failed (${out.code}): ${dec.decode(out.stderr)}`);
-  }
-  return dec.decode(out.stdout);
-}
+const run = (cmd: string[], asPostgres: boolean, stdin?: string) =>
+  runCommand(cmd, { asPostgres, stdin });
 
 /**
  * Starts a streaming replica of `primary` (a cluster of tests/helpers/db.ts or

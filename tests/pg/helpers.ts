@@ -3,7 +3,7 @@
  * cluster with login roles per authentication method, a pg_hba.conf choosing the method by role,
  * and optionally TLS with a certificate signed by a throwaway CA.
  */
-import { type Cluster, startCluster } from "../../src/db/cluster.ts";
+import { type Cluster, runCommand, startCluster } from "../../src/db/cluster.ts";
 import { Connection } from "../../src/pg/connection.ts";
 
 /** The password of every test role. */
@@ -25,24 +25,7 @@ export const ROLES = {
   tlsOnly: "u_tls",
 } as const;
 
-async function sh(cmd: string[], stdin?: string): Promise<string> {
-  const child = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const out = await child.output();
-  if (!out.success) {
-    throw new Error(`${cmd.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
-  }
-  return new TextDecoder().decode(out.stdout);
-}
+const sh = (cmd: string[], stdin?: string) => runCommand(cmd, { asPostgres: false, stdin });
 
 /** Files of a throwaway CA and a server certificate it signed. */
 export interface Certs {
@@ -57,38 +40,26 @@ export interface Certs {
 /** A CA and a server certificate for DNS name `localhost` only (not 127.0.0.1). */
 export async function makeCerts(dir: string): Promise<Certs> {
   const p = (f: string) => `${dir}/${f}`;
-  await sh([
-    "openssl",
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-keyout",
-    p("ca.key"),
-    "-out",
-    p("ca.crt"),
-    "-days",
-    "2",
-    "-subj",
-    "/CN=svc test CA",
-  ]);
-  await sh([
-    "openssl",
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-keyout",
-    p("other.key"),
-    "-out",
-    p("other.crt"),
-    "-days",
-    "2",
-    "-subj",
-    "/CN=other CA",
-  ]);
+  // A self-signed CA: `openssl req -x509` with a fresh key.
+  const ca = (key: string, crt: string, cn: string) =>
+    sh([
+      "openssl",
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      p(key),
+      "-out",
+      p(crt),
+      "-days",
+      "2",
+      "-subj",
+      `/CN=${cn}`,
+    ]);
+  await ca("ca.key", "ca.crt", "svc test CA");
+  await ca("other.key", "other.crt", "other CA");
   await sh([
     "openssl",
     "req",

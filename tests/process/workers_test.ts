@@ -6,22 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { chinookDb, psql } from "../helpers/db.ts";
-import { freshGet, metricValue, spawnSvc, type SvcProcess } from "../helpers/process.ts";
+import { freshGet, metricValue, spawnSvc, workersInLog } from "../helpers/process.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { freePort } from "../../src/db/cluster.ts";
-
-/** Worker numbers found in the JSON access-log lines of `path`. */
-function workersInLog(svc: SvcProcess, path: string): Set<number> {
-  const seen = new Set<number>();
-  for (const line of svc.output().split("\n")) {
-    if (!line.startsWith("{")) continue;
-    const rec = JSON.parse(line) as { properties?: { path?: string; worker?: number } };
-    if (rec.properties?.path === path && typeof rec.properties.worker === "number") {
-      seen.add(rec.properties.worker);
-    }
-  }
-  return seen;
-}
 
 Deno.test("two workers share the port, pool and state; metrics sum; SIGTERM stops both", async () => {
   const uri = await chinookDb();

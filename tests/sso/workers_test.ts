@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { emptyDb, stopDb } from "../helpers/db.ts";
-import { spawnSvc, type SvcProcess } from "../helpers/process.ts";
+import { spawnSvc, type SvcProcess, workersInLog } from "../helpers/process.ts";
 import type { SpKeyPair } from "../../src/sso/certs.ts";
 import { freePort } from "./oidc_idp.ts";
 import { startSamlIdp } from "./saml_idp.ts";
@@ -35,19 +35,6 @@ async function fresh(url: string, init: RequestInit = {}): Promise<Response> {
   } finally {
     client.close();
   }
-}
-
-/** Workers that logged a request to `path` (JSON access log). */
-function workersFor(path: string): Set<number> {
-  const seen = new Set<number>();
-  for (const line of svc.output().split("\n")) {
-    if (!line.startsWith("{")) continue;
-    const rec = JSON.parse(line) as { properties?: { path?: string; worker?: number } };
-    if (rec.properties?.path === path && typeof rec.properties.worker === "number") {
-      seen.add(rec.properties.worker);
-    }
-  }
-  return seen;
 }
 
 /** A login answered by a response signed with `keys`, each step on a fresh connection. */
@@ -100,14 +87,14 @@ test("first boot with 2 workers: the SP key is created once, both workers serve 
   // From the first login served, every login on every worker is served within 1 s.
   const until = Date.now() + 1000;
   const statuses: number[] = [];
-  while (Date.now() < until || workersFor("/auth/saml/corp/login").size < 2) {
+  while (Date.now() < until || workersInLog(svc, "/auth/saml/corp/login").size < 2) {
     const res = await fresh(`${base}/auth/saml/corp/login`);
     await res.body?.cancel();
     statuses.push(res.status);
     assert.ok(Date.now() < deadline, "both workers did not serve");
   }
   assert.deepEqual([...new Set(statuses)], [303], `every login served: ${statuses.join(",")}`);
-  assert.deepEqual([...workersFor("/auth/saml/corp/login")].sort(), [0, 1]);
+  assert.deepEqual([...workersInLog(svc, "/auth/saml/corp/login")].sort(), [0, 1]);
   assert.doesNotMatch(svc.output(), /not ready|already exists/i);
 });
 

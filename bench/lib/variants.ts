@@ -1,0 +1,32 @@
+/**
+ * The `--variant=NAME[@MAIN]:FLAG,FLAG…` syntax of the bench's comparison tools (pk_cpu.ts,
+ * write_after_read.ts, mem.ts): a name, another checkout's main.ts, svc flags, and upper-case
+ * `NAME=value` entries as environment variables.
+ */
+
+/** One svc configuration under test. */
+export interface Variant {
+  name: string;
+  /** Another checkout's main.ts (unset: this one). */
+  main?: string;
+  flags: string[];
+  env: Record<string, string>;
+}
+
+/** Parses `NAME[@MAIN]:FLAG,FLAG…`. */
+export function parseVariant(spec: string): Variant {
+  const colon = spec.indexOf(":");
+  const head = colon < 0 ? spec : spec.slice(0, colon);
+  const rest = colon < 0 ? "" : spec.slice(colon + 1);
+  const [name, main] = head.split("@");
+  if (!name) throw new Error(`--variant ${spec}: a name is required`);
+  const all = rest.split(",").filter(Boolean);
+  const isEnv = (f: string) => /^[A-Z_][A-Z0-9_]*=/.test(f);
+  const env = Object.fromEntries(
+    all.filter(isEnv).map((f) => {
+      const i = f.indexOf("=");
+      return [f.slice(0, i), f.slice(i + 1)];
+    }),
+  );
+  return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
+}
