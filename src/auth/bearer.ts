@@ -72,6 +72,15 @@ export class RequestAuth {
     cfg.external?.jwks.start();
   }
 
+  /**
+   * Fetches the external key set again, without waiting for it (every reload does, so a key the
+   * provider revoked stops verifying tokens at the next SIGUSR1 or NOTIFY, not only after
+   * the key set's maximum age).
+   */
+  refresh(): void {
+    this.#cfg.external?.jwks.start();
+  }
+
   /** The request's identity (never throws: a refused Bearer token comes back as `error`). */
   async resolve(headers: Headers, now = Math.floor(Date.now() / 1000)): Promise<Credential> {
     const token = bearerToken(headers.get("authorization"));

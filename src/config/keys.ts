@@ -412,7 +412,7 @@ const CONFIG_SCHEMA = z.object({
     secret: text("Signing secret (≥ 32 bytes); default: generated into <secrets.dir>/jwt-secret."),
     // External issuers (src/auth/issuers.ts).
     jwks_url: text(
-      "An identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup, for an unknown kid at most every 30 s; unset: HS tokens only).",
+      "An identity provider's JSON Web Key Set: Bearer tokens signed with RS/PS/ES/EdDSA are verified against it (fetched at startup and at every reload, for an unknown kid at most every 30 s, in the background after 10 min; unset: HS tokens only).",
     ),
     issuer: text("Required iss of JWKS-verified tokens (unset: not checked; needs jwt.jwks_url)."),
     audience: list(

@@ -38,6 +38,12 @@ export function createApp(deps: AppDeps): App {
   const dispatch = dispatcher(deps);
   const record = metricsRecorded(cfg);
   const auth = requestAuth(cfg.jwt, deps.sessions);
+  // Every reload after the first load fetches jwt.jwks_url's keys again, in the background (held
+  // requests never wait for an identity provider); the first load's fetch began with `auth`.
+  if (cfg.jwt.jwks_url !== undefined) {
+    let loaded = false;
+    runtime.hooks.push(() => loaded ? auth.refresh() : void (loaded = true));
+  }
   const who = {
     auth,
     anonymousRole: cfg.pg.query.anonymous_role,

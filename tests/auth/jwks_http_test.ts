@@ -244,6 +244,31 @@ Deno.test("with http.workers=2 every worker verifies JWKS tokens", async () => {
   }
 });
 
+Deno.test("a key the provider revoked is refused after the next reload", async () => {
+  // ed's key was in the key set svc loaded at startup.
+  const doomed = ed;
+  const tok = await external(doomed, { app_metadata: { role: "editor" } });
+  const first = await whoami(srv, tok);
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+  assert.equal(first.row.usr, "editor");
+  // The provider revokes the key; svc's key set is fresh (well under its maximum age), so only a
+  // reload makes svc fetch it again.
+  idp.keys = idp.keys.filter((k) => k.kid !== doomed.kid);
+  const before = idp.fetches;
+  const still = await whoami(srv, tok);
+  assert.equal(still.status, 200, "cached keys until something refetches them");
+  assert.equal(idp.fetches, before);
+  assert.equal(await srv.server.runtime.reload("signal"), true);
+  await waitFor(() => idp.fetches > before, { what: "a refetch after the reload" });
+  await waitFor(async () => (await whoami(srv, tok)).status === 401, {
+    what: "the revoked key refused",
+  });
+  const after = await whoami(srv, tok);
+  assert.equal(after.body.code, "AUTH_TOKEN_INVALID");
+  // Keys still served keep working.
+  assert.equal((await whoami(srv, await external(rsa))).status, 200);
+});
+
 Deno.test("stop the servers", async () => {
   await srv.stop();
   await idp.stop();
