@@ -93,9 +93,16 @@ export class JsonArraySink implements RowSink {
       }
       this.#buf[n++] = CLOSE;
     }
-    const out = alloc(n);
-    out.set(this.#buf.subarray(0, n));
     this.#n = 0;
+    if (this.#buf.length === SCRATCH) {
+      const out = alloc(n);
+      out.set(this.#buf.subarray(0, n));
+      return out;
+    }
+    // A grown buffer (an answer over the scratch size) is handed over as it is, not copied: it is
+    // at least half full (it doubled only when needed). The next part gets one of the same size.
+    const out = this.#buf.subarray(0, n);
+    this.#buf = last ? RELEASED : new Uint8Array(this.#buf.length);
     return out;
   }
 
