@@ -63,9 +63,9 @@ function valueBound(column: Column): number | null {
     case 1114: // timestamp
     case 1184: // timestamp with time zone
       return 80;
-    case 1700: { // numeric(p,s): p digits, a sign, a point, a leading zero; or a quoted NaN
-      const m = /^numeric\((\d+)(,\d+)?\)$/.exec(column.type);
-      return m ? Number(m[1]) + 16 : null;
+    case 1700: { // numeric(p,s): at most p or s digits, a sign, a point, a zero; or a quoted NaN
+      const m = /^numeric\((\d+)(?:,(\d+))?\)$/.exec(column.type);
+      return m ? Number(m[1]) + Number(m[2] ?? 0) + 16 : null;
     }
     case 1042: // character(n)
     case 1043: { // character varying(n): n characters, each at most 6 bytes once escaped

@@ -18,19 +18,19 @@ const BOUNDED_SQL = `
 create table bounded (
   id int primary key, b boolean, s smallint, big bigint, o oid, r real, d double precision,
   u uuid, dt date, t time, tz timetz, ts timestamp, tstz timestamptz, n numeric(5,2),
-  n0 numeric(3), c character(3), v character varying(4), parent int references bounded (id)
+  n0 numeric(3), ns numeric(1,3), c character(3), v character varying(4), parent int references bounded (id)
 );
 insert into bounded values
   (1, false, -32768, -9223372036854775808, 4294967295, '-Infinity', -1.2345678901234567e-300,
    '00000000-0000-0000-0000-000000000000', '-infinity', '23:59:59.999999',
-   '23:59:59.999999-15:59', '-infinity', '-infinity', -999.99, -999, e'\\x01\\x02\\x03',
+   '23:59:59.999999-15:59', '-infinity', '-infinity', -999.99, -999, -0.009, e'\\x01\\x02\\x03',
    e'\\x01"\\\\\\x1f', null),
   (2, true, 32767, 9223372036854775807, 0, -3.4028235e38, -1.7976931348623157e308,
    'ffffffff-ffff-ffff-ffff-ffffffffffff', '5874897-12-31', '24:00:00', '00:00:00+15:59',
-   '294276-12-31 23:59:59.999999', '294276-12-30 23:59:59.999999+00', 'NaN', 999,
+   '294276-12-31 23:59:59.999999', '294276-12-30 23:59:59.999999+00', 'NaN', 999, 0.009,
    '€€€', '𝄞𝄞𝄞𝄞', 1),
   (3, null, null, null, null, 'NaN', 'Infinity', null, '4713-01-01 BC', null, null,
-   '4713-01-01 00:00:00 BC', '4713-01-01 00:00:00+00 BC', null, null, null, null, 2);
+   '4713-01-01 00:00:00 BC', '4713-01-01 00:00:00+00 BC', null, null, null, null, null, 2);
 `;
 
 const uri = await chinookDb("rowsize", FIXTURE_SQL + BOUNDED_SQL);
