@@ -127,6 +127,17 @@ export interface CompileOptions {
 export interface Statement {
   sql: string;
   params: unknown[];
+  /**
+   * For a read's rows (set by the compiler): the largest number of bytes one row's `j` can have
+   * whatever the data, when its columns' types bound it (no arrays, no unbounded text); absent
+   * when unbounded. A row-size cap at or above it cannot be reached (src/compile/rowsize.ts).
+   */
+  maxRowBytes?: number;
+  /**
+   * For a read's rows (set by the compiler): whether the select has an `OFFSET` of its own. Without
+   * one, `OFFSET 0` may be appended to make it a fence the planner does not pull up.
+   */
+  hasOffset?: boolean;
 }
 
 /** The compiled read: each output row is one JSON text in column `j`, in order. */

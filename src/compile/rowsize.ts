@@ -11,21 +11,30 @@ const MARKER = "svc:row_too_large:";
 
 /**
  * Wraps a read whose rows are one JSON column `j`. The failing branch depends on the row, so the
- * planner cannot fold it into a constant error at plan time.
+ * planner cannot fold it into a constant error at plan time. A read whose rows cannot exceed the
+ * cap (`maxRowBytes`, bounded by its columns' types) is left as it is: no row of it can be refused.
  */
 export function capRowSize(stmt: Statement, maxBytes: number): Statement {
   if (!(maxBytes > 0)) return stmt;
   const n = Math.floor(maxBytes);
+  if (stmt.maxRowBytes !== undefined && stmt.maxRowBytes <= n) return stmt;
   const size = `octet_length("svc_r"."j"::text)`;
+  // The read is a fence: a subquery with an OFFSET is never pulled up into the outer select, where
+  // its "j" would be built once per reference. The compiler's reads take `OFFSET 0` (a no-op for
+  // the executor) unless they have an OFFSET already; any other statement is wrapped in one.
+  const fenced = stmt.hasOffset === undefined
+    ? `SELECT * FROM (${stmt.sql}) AS "svc_q" OFFSET 0`
+    : stmt.hasOffset
+    ? stmt.sql
+    : `${stmt.sql} OFFSET 0`;
+  // pg_column_size (the datum's size with its header, never less than its text's: a row built by
+  // the query is never compressed) decides almost every row without a copy; the exact size
+  // (`::text` copies the row twice) is taken only for a row near or over the cap.
   return {
-    ...stmt,
-    // `OFFSET 0` fences the subquery: pulled up, its "j" would be built once per reference.
-    // pg_column_size (the datum's size with its header, never less than its text's: a row built
-    // by the query is never compressed) decides almost every row without a copy; the exact size
-    // (`::text` copies the row twice) is taken only for a row near or over the cap.
     sql: `SELECT CASE WHEN pg_column_size("svc_r"."j") <= ${n} OR ${size} <= ${n} ` +
       `THEN "svc_r"."j" ELSE (('${MARKER}' || ${size})::int)::text::json END AS "j" ` +
-      `FROM (SELECT * FROM (${stmt.sql}) AS "svc_q" OFFSET 0) AS "svc_r"`,
+      `FROM (${fenced}) AS "svc_r"`,
+    params: stmt.params,
   };
 }
 

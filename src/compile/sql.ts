@@ -7,7 +7,7 @@
  * parameter types never depend on the client library's type inference; every identifier is
  * quoted with `ident()`. The SQL text depends only on the query's shape (see {@link shapeKey}).
  */
-import { ident } from "../db/schema.ts";
+import { type Column, ident } from "../db/schema.ts";
 import { SvcError } from "../svc_error.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import type {
@@ -38,6 +38,64 @@ function isWholeRow(node: RelationNode, items: SelectItem[]): boolean {
     const e = it.value.expr;
     return e.kind === "column" && e.scope === node.sqlAlias && e.column.name === cols[i].name;
   });
+}
+
+/**
+ * The most bytes the JSON text of one value of `column` can take (the value's own text, quotes
+ * and escapes included), or null when its type does not bound it. Only built-in types whose JSON
+ * form has a known longest text: a domain or any other type is unbounded. Generous on purpose.
+ */
+function valueBound(column: Column): number | null {
+  switch (column.typeOid) {
+    case 16: // boolean
+    case 21: // smallint
+    case 23: // integer
+    case 20: // bigint
+    case 26: // oid
+      return 24;
+    case 700: // real
+    case 701: // double precision
+    case 2950: // uuid
+      return 48;
+    case 1082: // date
+    case 1083: // time
+    case 1266: // time with time zone
+    case 1114: // timestamp
+    case 1184: // timestamp with time zone
+      return 80;
+    case 1700: { // numeric(p,s): at most p or s digits, a sign, a point, a zero; or a quoted NaN
+      const m = /^numeric\((\d+)(?:,(\d+))?\)$/.exec(column.type);
+      return m ? Number(m[1]) + Number(m[2] ?? 0) + 16 : null;
+    }
+    case 1042: // character(n)
+    case 1043: { // character varying(n): n characters, each at most 6 bytes once escaped
+      const m = /^(?:character|character varying)\((\d+)\)$/.exec(column.type);
+      return m ? 6 * Number(m[1]) + 2 : null;
+    }
+  }
+  return null;
+}
+
+/**
+ * The most bytes one row's JSON object of `node` can take whatever the data (keys, spacing of
+ * json_build_object and json_object_agg, values), or null when something in it is unbounded (an
+ * incoming join's array, text, json, arrays, expressions). An outgoing join is its object or null.
+ */
+function rowBound(node: RelationNode): number | null {
+  let total = 4;
+  for (const it of node.select) {
+    if (it.mode === "set") continue;
+    let value: number | null = null;
+    if (it.value.kind === "join") {
+      value = it.value.join.direction === "outgoing" ? rowBound(it.value.join.node) : null;
+    } else if (it.value.expr.kind === "column") {
+      value = valueBound(it.value.expr.column);
+    }
+    if (value === null) return null;
+    // The key: each UTF-16 unit at most 6 bytes once escaped, its quotes, ` : ` and `, `.
+    total += 6 * it.name.length + 7 + Math.max(value, 4);
+  }
+  return total;
 }
 
 /** SQL of the binary operators that compile to `(a <op> b)`. */
@@ -152,13 +210,22 @@ class Compiler {
   }
 
   rootSelect(node: RelationNode, opts: CompileOptions): Statement {
-    if (opts.rootKeys) return this.statement(this.rootKeysSelect(node, opts));
+    if (opts.rootKeys) return this.read(this.rootKeysSelect(node, opts), node, false);
     const parts = [
       `SELECT ${this.distinct(node)}${this.object(node)} AS "j" FROM ${this.from(node)}`,
     ];
     if (node.where) parts.push(`WHERE ${this.condition(node.where)}`);
     parts.push(...this.tail(node));
-    return this.statement(parts.join(" "));
+    return this.read(parts.join(" "), node, node.offset !== null);
+  }
+
+  /** A read's rows: the statement with its row bound and whether it has an OFFSET. */
+  read(sql: string, node: RelationNode, hasOffset: boolean): Statement {
+    const out = this.statement(sql);
+    out.hasOffset = hasOffset;
+    const bound = rowBound(node);
+    if (bound !== null) out.maxRowBytes = bound;
+    return out;
   }
 
   rootKeysSelect(node: RelationNode, opts: CompileOptions): string {
