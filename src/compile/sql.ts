@@ -168,12 +168,10 @@ class Compiler {
     const arrays = keys.columns.map((name, i) => {
       const col = cols.find((c) => c.name === name);
       if (!col) throw new SvcError("INTERNAL", `rootKeys: unknown column '${name}'`);
-      if (keys.setting !== undefined) {
-        return `ARRAY(SELECT ("e" ->> ${i})::${hintType(col.type)} FROM jsonb_array_elements(` +
-          `current_setting(${
-            quoteLiteral(keys.setting)
-          })::jsonb) WITH ORDINALITY AS "w"("e", "o") ` +
-          `ORDER BY "o")`;
+      if (keys.settings !== undefined) {
+        return `current_setting(${quoteLiteral(keys.settings[i])})::text[]::${
+          hintType(col.type)
+        }[]`;
       }
       const values = keys.rows.map((r) => r[i]);
       return this.bind(pgArray(values), `${hintType(col.type)}[]`);
@@ -182,7 +180,7 @@ class Compiler {
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
     // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it
     // use the key's index instead of hashing the whole relation.
-    const any = keys.setting === undefined
+    const any = keys.settings === undefined
       ? ""
       : ` WHERE ${
         keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)

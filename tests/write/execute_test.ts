@@ -187,7 +187,7 @@ Deno.test("insert an artist with 2 albums of 3 tracks in one call: keys propagat
   assert.deepEqual(artist.albums.map((a) => a.title), ["First", "Second"]);
   assert.deepEqual(artist.albums[1].tracks.map((t) => t.name), ["b1", "b2", "b3"]);
   // The generated root keys reach the read-back through the setting the artist's statement stored.
-  assert.deepEqual(res.rootKeys, { columns: ["artist_id"], rows: [], setting: "svc.w_0" });
+  assert.deepEqual(res.rootKeys, { columns: ["artist_id"], rows: [], settings: ["svc.w_0_0"] });
   const rows = await one<{ title: string; n: number }>(
     `select al.title, count(*)::int as n from album al join track t using (album_id)
      where al.artist_id = $1 group by al.title order by al.title`,
@@ -206,7 +206,7 @@ Deno.test("several root rows: read back in payload order, keys per row", async (
   assert.deepEqual((result as Artist[]).map((a) => a.name), ["z-first", "a-second", "m-third"]);
   const ids = (result as Artist[]).map((a) => a.artist_id);
   assert.ok(ids[0] < ids[1] && ids[1] < ids[2], "inserted in payload order");
-  assert.equal(res.rootKeys.setting, "svc.w_0");
+  assert.deepEqual(res.rootKeys.settings, ["svc.w_0_0"]);
   // Root keys known before the write (an update) are bound, not stored.
   const again = await write(
     { relation: "artist", write_mode: "merge", select: ["artist_id", "name"] },
@@ -486,8 +486,8 @@ Deno.test("rows providing different defaulted columns: absent ones take their de
   // Two column patterns → two statements (a uniform payload needs one), and the root keys in
   // payload order gathered from both.
   assert.equal(res.sql.length, 3);
-  assert.match(res.sql[2].select, /^SELECT set_config\('svc\.write_root_keys'/);
-  assert.equal(res.rootKeys.setting, "svc.write_root_keys");
+  assert.match(res.sql[2].select, /^SELECT set_config\('svc\.write_root_keys_0'/);
+  assert.deepEqual(res.rootKeys.settings, ["svc.write_root_keys_0"]);
   assert.deepEqual(res.stats, [stat([], "public.tag", 3, 3)]);
   const rows = result as { code: string; created: string }[];
   assert.deepEqual(rows.map((r) => r.code), ["d1", "d2", "d3"]);
