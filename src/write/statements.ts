@@ -300,10 +300,13 @@ export function lookupStatement(spec: RowsSpec): string {
  * holding them.
  */
 export function rootKeysStatement(keyColumns: number): string {
-  const sets = Array.from({ length: keyColumns }, (_, i) =>
-    `set_config('${rootKeysSetting(i)}', coalesce(array_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
-    `'array' THEN a.e -> 0 ->> ${i} ELSE (current_setting('svc.w_' || (a.e ->> 0) || '_${i}')` +
-    `::text[])[(a.e ->> 1)::int + 1] END ORDER BY a.o), '{}')::text, true) AS "r${i}"`);
+  const sets = Array.from(
+    { length: keyColumns },
+    (_, i) =>
+      `set_config('${rootKeysSetting(i)}', coalesce(array_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
+      `'array' THEN a.e -> 0 ->> ${i} ELSE (current_setting('svc.w_' || (a.e ->> 0) || '_${i}')` +
+      `::text[])[(a.e ->> 1)::int + 1] END ORDER BY a.o), '{}')::text, true) AS "r${i}"`,
+  );
   return `SELECT ${
     sets.join(", ")
   } FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(e, o)`;
