@@ -111,6 +111,8 @@ export interface RootKeys {
    * PostgreSQL `text[]` literal (set by the write's statements pipelined ahead of the read-back).
    */
   settings?: string[];
+  /** With `settings`: they hold exactly one row (the write had one root row). */
+  single?: boolean;
 }
 
 /** Options of the SQL generator. */

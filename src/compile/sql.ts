@@ -176,6 +176,13 @@ class Compiler {
       const values = keys.rows.map((r) => r[i]);
       return this.bind(pgArray(values), `${hintType(col.type)}[]`);
     });
+    if (keys.settings !== undefined && keys.single) {
+      // One root row: its key is the settings' one element, an index lookup with nothing to order.
+      const eq = keys.columns.map((c, i) =>
+        `${ident(node.sqlAlias)}.${ident(c)} = (${arrays[i]})[1]`
+      );
+      return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} WHERE ${eq.join(" AND ")}`;
+    }
     const names = keys.columns.map((_, i) => `"k${i}"`);
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
     // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it

@@ -224,6 +224,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         columns: [...root.keyColumns],
         rows: [],
         settings: root.keyColumns.map((_, i) => valuesSetting(first.statement, i)),
+        ...(root.rows.length === 1 ? { single: true } : {}),
       };
     } else {
       const entries = root.rows.map((row, r) => {
@@ -245,6 +246,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         columns: [...root.keyColumns],
         rows: [],
         settings: root.keyColumns.map((_, i) => rootKeysSetting(i)),
+        ...(root.rows.length === 1 ? { single: true } : {}),
       };
     }
   }

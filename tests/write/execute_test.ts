@@ -201,7 +201,18 @@ Deno.test("insert an artist with 2 albums of 3 tracks in one call: keys propagat
   assert.deepEqual(artist.albums.map((a) => a.title), ["First", "Second"]);
   assert.deepEqual(artist.albums[1].tracks.map((t) => t.name), ["b1", "b2", "b3"]);
   // The generated root keys reach the read-back through the setting the artist's statement stored.
-  assert.deepEqual(res.rootKeys, { columns: ["artist_id"], rows: [], settings: ["svc.w_0_0"] });
+  assert.deepEqual(res.rootKeys, {
+    columns: ["artist_id"],
+    rows: [],
+    settings: ["svc.w_0_0"],
+    single: true,
+  });
+  // One root row: the read-back looks its key up (no unnest, nothing to order).
+  const { schema } = await setup();
+  const node = parseQuery(schema, artistTree(), { maxDepth: 6, pointer: "/query" });
+  const back = compileRead(node, { rootKeys: res.rootKeys }).rows.sql;
+  assert.match(back, /WHERE "t0"\."artist_id" = \(current_setting\('svc\.w_0_0'\)::text\[\]/);
+  assert.doesNotMatch(back, /unnest/);
   const rows = await one<{ title: string; n: number }>(
     `select al.title, count(*)::int as n from album al join track t using (album_id)
      where al.artist_id = $1 group by al.title order by al.title`,
