@@ -21,9 +21,9 @@
 import { parseArgs } from "node:util";
 import { findPgBin, runCommand, startCluster } from "../src/db/cluster.ts";
 import { introspect } from "../src/db/introspect.ts";
-import { parseQuery } from "../src/compile/parse.ts";
-import { compileRead } from "../src/compile/sql.ts";
-import { capRowSize } from "../src/compile/rowsize.ts";
+import type { parseQuery } from "../src/compile/parse.ts";
+import type { compileRead } from "../src/compile/sql.ts";
+import type { capRowSize } from "../src/compile/rowsize.ts";
 import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 
