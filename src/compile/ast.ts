@@ -107,10 +107,12 @@ export interface RootKeys {
   /** One array of key values per row, in output order. */
   rows: LiteralValue[][];
   /**
-   * Instead of `rows`: a transaction-local setting holding them as a JSON array of arrays (set by
-   * the write's statements pipelined ahead of the read-back).
+   * Instead of `rows`: one transaction-local setting per key column holding its values as a
+   * PostgreSQL `text[]` literal (set by the write's statements pipelined ahead of the read-back).
    */
-  setting?: string;
+  settings?: string[];
+  /** With `settings`: they hold exactly one row (the write had one root row). */
+  single?: boolean;
 }
 
 /** Options of the SQL generator. */

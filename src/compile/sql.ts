@@ -235,21 +235,26 @@ class Compiler {
     const arrays = keys.columns.map((name, i) => {
       const col = cols.find((c) => c.name === name);
       if (!col) throw new SvcError("INTERNAL", `rootKeys: unknown column '${name}'`);
-      if (keys.setting !== undefined) {
-        return `ARRAY(SELECT ("e" ->> ${i})::${hintType(col.type)} FROM jsonb_array_elements(` +
-          `current_setting(${
-            quoteLiteral(keys.setting)
-          })::jsonb) WITH ORDINALITY AS "w"("e", "o") ` +
-          `ORDER BY "o")`;
+      if (keys.settings !== undefined) {
+        return `current_setting(${quoteLiteral(keys.settings[i])})::text[]::${
+          hintType(col.type)
+        }[]`;
       }
       const values = keys.rows.map((r) => r[i]);
       return this.bind(pgArray(values), `${hintType(col.type)}[]`);
     });
+    if (keys.settings !== undefined && keys.single) {
+      // One root row: its key is the settings' one element, an index lookup with nothing to order.
+      const eq = keys.columns.map((c, i) =>
+        `${ident(node.sqlAlias)}.${ident(c)} = (${arrays[i]})[1]`
+      );
+      return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} WHERE ${eq.join(" AND ")}`;
+    }
     const names = keys.columns.map((_, i) => `"k${i}"`);
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
     // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it
     // use the key's index instead of hashing the whole relation.
-    const any = keys.setting === undefined
+    const any = keys.settings === undefined
       ? ""
       : ` WHERE ${
         keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)

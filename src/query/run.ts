@@ -296,7 +296,8 @@ function readBack(
     );
     return { ...read, sql: `SELECT "svc_b"."j"::text AS "j" FROM (${read.sql}) AS "svc_b"` };
   };
-  const setting = w.rootKeys.setting;
+  const setting = w.rootKeys.settings &&
+    `${w.rootKeys.settings.join(",")}${w.rootKeys.single ? "\0single" : ""}`;
   if (setting === undefined || r.params !== undefined) return compile();
   let bySetting = readBacks.get(r.node);
   if (!bySetting) readBacks.set(r.node, bySetting = new Map());

@@ -17,7 +17,7 @@ import {
   insertOrKeepStatement,
   insertStatement,
   lookupStatement,
-  ROOT_KEYS_SETTING,
+  rootKeysSetting,
   rootKeysStatement,
   type RowsSpec,
   sourceField,
@@ -223,7 +223,8 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       rootKeys = {
         columns: [...root.keyColumns],
         rows: [],
-        setting: valuesSetting(first.statement),
+        settings: root.keyColumns.map((_, i) => valuesSetting(first.statement, i)),
+        ...(root.rows.length === 1 ? { single: true } : {}),
       };
     } else {
       const entries = root.rows.map((row, r) => {
@@ -240,8 +241,13 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         counts: "none",
       });
       shape.push("root keys");
-      builders.push(rootKeysStatement);
-      rootKeys = { columns: [...root.keyColumns], rows: [], setting: ROOT_KEYS_SETTING };
+      builders.push(() => rootKeysStatement(root.keyColumns.length));
+      rootKeys = {
+        columns: [...root.keyColumns],
+        rows: [],
+        settings: root.keyColumns.map((_, i) => rootKeysSetting(i)),
+        ...(root.rows.length === 1 ? { single: true } : {}),
+      };
     }
   }
   // The texts, from the cache when this query was written with this shape before.

@@ -11,11 +11,13 @@
  * carries its position `"@o"` (index of the row in its plan node); the input is in `"@o"` order.
  *
  * Values only the database knows (a generated key) flow between statements inside the database:
- * a statement whose rows others need stores them in the transaction-local setting
- * {@link valuesSetting} of its statement index — a JSON array with one entry per input row, in
- * input order: the array of the row's returned columns as text (the key first), or null for a row
- * it did not write (a kept `ON CONFLICT DO NOTHING` row). A statement needing them reads the
- * setting once and takes each row's value by position (the input field `"@s<statement>"`). UPDATE
+ * a statement whose rows others need stores each returned column (the key first) in the
+ * transaction-local setting {@link valuesSetting} of its statement index and column — a
+ * PostgreSQL `text[]` literal with one element per input row, in input order: the column's value
+ * as text, or NULL for a row it did not write (a kept `ON CONFLICT DO NOTHING` row; a written row
+ * always has its key). A statement needing them reads each setting once (`::text[]`, much
+ * cheaper for PostgreSQL than a JSON document) and takes each row's value by position (the input
+ * field `"@s<statement>"`). UPDATE
  * returns `x."@o"` and the ON CONFLICT forms join the written rows back to the input by their
  * conflict columns; a plain INSERT has no identity before it is inserted: its input is sorted by
  * `"@o"` and RETURNING rows come back in that order (ModifyTable inserts the rows of its sorted
@@ -57,7 +59,7 @@ export interface StatementTarget {
 export interface FillSource {
   /** Column of the input receiving the value. */
   column: string;
-  /** Statement (its setting) and the index of the source column in its stored entries. */
+  /** Statement and the index of the source column in its returned columns (its setting). */
   statement: number;
   index: number;
   /** Check raised when the source row has no stored values (the row's position is the value). */
@@ -79,13 +81,21 @@ export interface RowsSpec {
   check: number;
 }
 
-/** The transaction-local setting holding the rows statement `index` stored. */
-export function valuesSetting(index: number): string {
-  return `svc.w_${index}`;
+/**
+ * The transaction-local setting holding returned column `column` (index in the statement's
+ * returned columns, the key first) of the rows statement `index` stored: a `text[]` literal.
+ */
+export function valuesSetting(index: number, column: number): string {
+  return `svc.w_${index}_${column}`;
 }
 
-/** The transaction-local setting holding the root keys of the last write (payload order). */
-export const ROOT_KEYS_SETTING = "svc.write_root_keys";
+/**
+ * The transaction-local setting holding key column `column` of the root keys of the last write
+ * (payload order), a `text[]` literal.
+ */
+export function rootKeysSetting(column: number): string {
+  return `svc.write_root_keys_${column}`;
+}
 
 /** Name of the presence flag of a column in the input. */
 export function flagName(column: string): string {
@@ -124,7 +134,8 @@ function raise(marker: string, check: number, row: string): string {
 
 /**
  * The input rows: `SELECT r."@o", <column values> FROM jsonb_to_recordset(…) AS r …`, a value
- * filled at run time taken from the setting of the statement that stored it (read once).
+ * filled at run time taken from the setting of the statement that stored it (each setting read
+ * once). A source row that was not written (its key NULL) fails the fill's check.
  */
 function input(spec: RowsSpec, param = "$1"): string {
   const sources = [...new Set(spec.fills.map((f) => f.statement))];
@@ -140,17 +151,21 @@ function input(spec: RowsSpec, param = "$1"): string {
     // A row takes the column from at most one statement; a source row without values fails.
     const cases = fills.map((f) => {
       const at = `r.${ident(sourceField(f.statement))}`;
-      const entry = `"s${f.statement}"."v" -> ${at}`;
-      return `CASE WHEN ${at} IS NULL THEN NULL WHEN jsonb_typeof(${entry}) = 'array' THEN ` +
-        `(${entry} ->> ${f.index})::${c.type} ELSE CASE WHEN ${
+      const stored = (i: number) => `"s${f.statement}"."c${i}"[${at} + 1]`;
+      return `CASE WHEN ${at} IS NULL THEN NULL WHEN ${stored(0)} IS NOT NULL THEN ` +
+        `${stored(f.index)}::${c.type} ELSE CASE WHEN ${
           raise(spec.marker, f.check, at)
         } = 0 THEN NULL END::${c.type} END`;
     });
     return `coalesce(${[...cases, `r.${q}`].join(", ")}) AS ${q}${flag}`;
   });
-  const joins = sources.map((k) =>
-    ` CROSS JOIN (SELECT current_setting('${valuesSetting(k)}')::jsonb AS "v" OFFSET 0) AS "s${k}"`
-  );
+  const joins = sources.map((k) => {
+    const used = new Set([0, ...spec.fills.filter((f) => f.statement === k).map((f) => f.index)]);
+    const read = [...used].sort((a, b) => a - b).map((i) =>
+      `current_setting('${valuesSetting(k, i)}')::text[] AS "c${i}"`
+    );
+    return ` CROSS JOIN (SELECT ${read.join(", ")} OFFSET 0) AS "s${k}"`;
+  });
   return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${recordset(defs, "r", param)}${
     joins.join("")
   }`;
@@ -164,7 +179,10 @@ function matchOn(cols: string[], left: string, right: string): string {
   return cols.map((c) => `${left}.${ident(c)} = ${right}.${ident(c)}`).join(" AND ");
 }
 
-/** `set_config(<setting of the statement>, <entries of rel in order>)`; null entries where `when` fails. */
+/**
+ * `set_config(<setting of the statement and column>, <values of rel in order>)` per returned
+ * column (`"s0"`, `"s1"`, …); NULL elements where `when` fails.
+ */
 function storeExpr(
   spec: RowsSpec,
   rel: string,
@@ -172,13 +190,13 @@ function storeExpr(
   when?: string,
   cast = "",
 ): string {
-  const entry = `json_build_array(${
-    spec.target.returning.map((c) => `${rel}.${ident(c)}${cast}`).join(", ")
-  })`;
-  const value = when ? `CASE WHEN ${when} THEN ${entry} END` : entry;
-  return `set_config('${valuesSetting(spec.index)}', coalesce(json_agg(${value}${
-    order ? ` ORDER BY ${order}` : ""
-  }), '[]')::text, true) AS "s"`;
+  return spec.target.returning.map((c, i) => {
+    const v = `${rel}.${ident(c)}${cast}`;
+    const value = when ? `CASE WHEN ${when} THEN ${v} END` : v;
+    return `set_config('${valuesSetting(spec.index, i)}', coalesce(array_agg(${value}${
+      order ? ` ORDER BY ${order}` : ""
+    }), '{}')::text, true) AS "s${i}"`;
+  }).join(", ");
 }
 
 /**
@@ -277,13 +295,21 @@ export function lookupStatement(spec: RowsSpec): string {
 }
 
 /**
- * Stores the root keys in payload order in {@link ROOT_KEYS_SETTING} from `$1`: one entry per
- * root row, its key values, or `[statement, position]` of the stored row holding them.
+ * Stores the root keys in payload order in {@link rootKeysSetting} (one per key column) from
+ * `$1`: one entry per root row, its key values, or `[statement, position]` of the stored row
+ * holding them.
  */
-export function rootKeysStatement(): string {
-  return `SELECT set_config('${ROOT_KEYS_SETTING}', coalesce(json_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
-    `'array' THEN a.e -> 0 ELSE current_setting('svc.w_' || (a.e ->> 0))::jsonb -> (a.e ->> 1)::int END ` +
-    `ORDER BY a.o), '[]')::text, true) AS "r" FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(e, o)`;
+export function rootKeysStatement(keyColumns: number): string {
+  const sets = Array.from(
+    { length: keyColumns },
+    (_, i) =>
+      `set_config('${rootKeysSetting(i)}', coalesce(array_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
+      `'array' THEN a.e -> 0 ->> ${i} ELSE (current_setting('svc.w_' || (a.e ->> 0) || '_${i}')` +
+      `::text[])[(a.e ->> 1)::int + 1] END ORDER BY a.o), '{}')::text, true) AS "r${i}"`,
+  );
+  return `SELECT ${
+    sets.join(", ")
+  } FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(e, o)`;
 }
 
 /**

@@ -34,6 +34,20 @@ create table code_child (
   label text
 );
 create view album_v as select album_id, title, artist_id from album;
+create sequence odd_seq;
+create table odd_parent (
+  k text not null default ('a{b},"c"\\d ' || nextval('odd_seq')),
+  k2 text not null default 'NULL',
+  note text,
+  primary key (k, k2)
+);
+create table odd_child (
+  id int generated always as identity primary key,
+  parent_k text not null,
+  parent_k2 text not null,
+  label text,
+  foreign key (parent_k, parent_k2) references odd_parent (k, k2)
+);
 create table track_tag (
   track_id int not null references track,
   tag_id int not null references tag,
@@ -187,7 +201,18 @@ Deno.test("insert an artist with 2 albums of 3 tracks in one call: keys propagat
   assert.deepEqual(artist.albums.map((a) => a.title), ["First", "Second"]);
   assert.deepEqual(artist.albums[1].tracks.map((t) => t.name), ["b1", "b2", "b3"]);
   // The generated root keys reach the read-back through the setting the artist's statement stored.
-  assert.deepEqual(res.rootKeys, { columns: ["artist_id"], rows: [], setting: "svc.w_0" });
+  assert.deepEqual(res.rootKeys, {
+    columns: ["artist_id"],
+    rows: [],
+    settings: ["svc.w_0_0"],
+    single: true,
+  });
+  // One root row: the read-back looks its key up (no unnest, nothing to order).
+  const { schema } = await setup();
+  const node = parseQuery(schema, artistTree(), { maxDepth: 6, pointer: "/query" });
+  const back = compileRead(node, { rootKeys: res.rootKeys }).rows.sql;
+  assert.match(back, /WHERE "t0"\."artist_id" = \(current_setting\('svc\.w_0_0'\)::text\[\]/);
+  assert.doesNotMatch(back, /unnest/);
   const rows = await one<{ title: string; n: number }>(
     `select al.title, count(*)::int as n from album al join track t using (album_id)
      where al.artist_id = $1 group by al.title order by al.title`,
@@ -206,7 +231,7 @@ Deno.test("several root rows: read back in payload order, keys per row", async (
   assert.deepEqual((result as Artist[]).map((a) => a.name), ["z-first", "a-second", "m-third"]);
   const ids = (result as Artist[]).map((a) => a.artist_id);
   assert.ok(ids[0] < ids[1] && ids[1] < ids[2], "inserted in payload order");
-  assert.equal(res.rootKeys.setting, "svc.w_0");
+  assert.deepEqual(res.rootKeys.settings, ["svc.w_0_0"]);
   // Root keys known before the write (an update) are bound, not stored.
   const again = await write(
     { relation: "artist", write_mode: "merge", select: ["artist_id", "name"] },
@@ -476,6 +501,52 @@ Deno.test("query_plan: ANALYZE plans per statement, and the write persists", asy
   assert.deepEqual(tracks, [{ name: "p1!" }, { name: "p3" }], "one update, one insert, one delete");
 });
 
+Deno.test("generated text keys with array-literal characters flow to children and the read-back", async () => {
+  // Keys pass between statements as text[] literals: braces, commas, quotes, backslashes, spaces
+  // and the text NULL must come back exactly (and a composite key column by column).
+  const tree = {
+    relation: "odd_parent",
+    select: ["k", "k2", "note", "children"],
+    join: {
+      children: {
+        relation: "odd_child",
+        on: { parent_k: "k", parent_k2: "k2" },
+        select: ["id", "parent_k", "parent_k2", "label"],
+        order_by: ["id"],
+      },
+    },
+  };
+  const { res, result } = await write(tree, [
+    { note: "first", children: [{ label: "a" }, { label: "b" }] },
+    { note: "second", children: [{ label: "c" }] },
+  ]);
+  assert.deepEqual(res.rootKeys.settings, ["svc.w_0_0", "svc.w_0_1"]);
+  const rows = result as {
+    k: string;
+    k2: string;
+    note: string;
+    children: { parent_k: string; parent_k2: string; label: string }[];
+  }[];
+  assert.deepEqual(rows.map((r) => r.note), ["first", "second"]);
+  for (const r of rows) {
+    assert.match(r.k, /^a\{b\},"c"\\d \d+$/);
+    assert.equal(r.k2, "NULL");
+    for (const c of r.children) assert.deepEqual([c.parent_k, c.parent_k2], [r.k, r.k2]);
+  }
+  assert.deepEqual(rows.map((r) => r.children.map((c) => c.label)), [["a", "b"], ["c"]]);
+  // Known keys and generated ones mixed: the root keys gathered by one more statement.
+  const mixed = await write({ ...tree, write_mode: "merge" }, [
+    { note: "third" },
+    { k: rows[1].k, k2: rows[1].k2, note: "second!" },
+  ]);
+  assert.deepEqual(mixed.res.rootKeys.settings, ["svc.write_root_keys_0", "svc.write_root_keys_1"]);
+  const again = mixed.result as typeof rows;
+  assert.deepEqual(again.map((r) => r.note), ["third", "second!"]);
+  assert.match(again[0].k, /^a\{b\},"c"\\d \d+$/);
+  assert.deepEqual([again[1].k, again[1].k2], [rows[1].k, "NULL"]);
+  assert.deepEqual(again[1].children.map((c) => c.label), ["c"]);
+});
+
 Deno.test("rows providing different defaulted columns: absent ones take their default", async () => {
   const tree = { relation: "tag", select: ["tag_id", "code", "created"] };
   const { res, result } = await write(tree, [
@@ -486,8 +557,8 @@ Deno.test("rows providing different defaulted columns: absent ones take their de
   // Two column patterns → two statements (a uniform payload needs one), and the root keys in
   // payload order gathered from both.
   assert.equal(res.sql.length, 3);
-  assert.match(res.sql[2].select, /^SELECT set_config\('svc\.write_root_keys'/);
-  assert.equal(res.rootKeys.setting, "svc.write_root_keys");
+  assert.match(res.sql[2].select, /^SELECT set_config\('svc\.write_root_keys_0'/);
+  assert.deepEqual(res.rootKeys.settings, ["svc.write_root_keys_0"]);
   assert.deepEqual(res.stats, [stat([], "public.tag", 3, 3)]);
   const rows = result as { code: string; created: string }[];
   assert.deepEqual(rows.map((r) => r.code), ["d1", "d2", "d3"]);

@@ -88,8 +88,8 @@ Deno.test("insert artist → albums → tracks: order, actions, fills from gener
   const sql = compileWrite(p).statements.map((s) => s.sql);
   assert.match(sql[0], /INSERT INTO "public"\."artist" AS t \("name"\) SELECT x\."name"/);
   assert.match(sql[0], /RETURNING t\."artist_id"::text AS "artist_id"\)/);
-  assert.match(sql[0], /set_config\('svc\.w_0', /);
-  assert.match(sql[1], /current_setting\('svc\.w_0'\)/);
+  assert.match(sql[0], /set_config\('svc\.w_0_0', coalesce\(array_agg\(w\."artist_id"\), /);
+  assert.match(sql[1], /current_setting\('svc\.w_0_0'\)::text\[\]/);
 });
 
 Deno.test("1 and 1,000 child rows plan the same number of statements", () => {
