@@ -414,6 +414,21 @@ export class Database {
   }
 
   /**
+   * Leases a free slot's live connection at once, or null when that needs waiting or connecting
+   * (then {@link acquire}): the common case without a promise.
+   */
+  tryAcquire(requestId?: string): Lease | null {
+    if (this.#closing) return null;
+    const free = this.#free;
+    const slot = free[free.length - 1];
+    if (slot === undefined) return null;
+    const live = slot.conn;
+    if (live === null || live.error || this.#expired(slot)) return null;
+    free.pop();
+    return this.#lease(slot, live, requestId);
+  }
+
+  /**
    * Leases a connection: waits at most `pg.pool_timeout` for a free slot (503
    * PG_POOL_EXHAUSTED), then, when the slot has no live connection, at most `pg.connect_timeout`
    * for a new one (503 PG_UNAVAILABLE).

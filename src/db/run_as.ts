@@ -145,8 +145,8 @@ export async function runAs<T>(
     const tooMany = db.paramsError(statements[i].params ?? NO_PARAMS);
     if (tooMany) throw tooMany;
   }
-  const lease = await db.acquire(who.signal, who.requestId);
-  const role = setRole(who, db.statementTimeout);
+  const lease = db.tryAcquire(who.requestId) ?? await db.acquire(who.signal, who.requestId);
+  const role = setRole(who, db.statementTimeoutText);
   const signal = who.signal;
   const onAbort = () => lease.cancel();
   if (signal) {
@@ -161,7 +161,9 @@ export async function runAs<T>(
     const implicit = opts.implicit === true;
     try {
       const results = await conn.execute(
-        implicit ? [role, ...statements] : batchOf(role, statements, end),
+        implicit
+          ? (n === 1 ? [role, statements[0]] : [role, ...statements])
+          : batchOf(role, statements, end),
       );
       ok = true;
       return results;

@@ -159,6 +159,7 @@ interface Pending {
  */
 const NO_FIELDS = Object.freeze([]) as unknown as Field[];
 const NO_ROWS = Object.freeze([]) as unknown as Row[];
+const NO_PARAMS: readonly unknown[] = Object.freeze([]);
 
 function newResult(fields: Field[] | null, sunk = false): Result {
   return {
@@ -517,7 +518,7 @@ export class Connection {
     const start = w.pos;
     const id = ++this.#batchId;
     const running: Running[] = new Array(stmts.length);
-    const created: Prepared[] = [];
+    let created: Prepared[] | null = null;
     try {
       if (this.#toClose.length) {
         for (const name of this.#toClose) P.close(w, "S", name);
@@ -525,7 +526,7 @@ export class Connection {
       }
       for (let i = 0; i < stmts.length; i++) {
         const s = stmts[i];
-        const params = s.params ?? [];
+        const params = s.params ?? NO_PARAMS;
         const portal = s.portal ?? "";
         let prep: Prepared | null = null;
         let parsed = false;
@@ -538,7 +539,7 @@ export class Connection {
           } else if (!prep) {
             prep = this.#prepare(s.sql, id);
             if (prep) {
-              created.push(prep);
+              (created ??= []).push(prep);
               parsed = true;
             }
           }
@@ -568,7 +569,7 @@ export class Connection {
       P.sync(w);
     } catch (e) {
       w.pos = start;
-      for (const p of created) this.#prepared.delete(p.sql);
+      if (created) { for (const p of created) this.#prepared.delete(p.sql); }
       throw e;
     }
     this.#queue.push({

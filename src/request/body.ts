@@ -10,6 +10,7 @@ import { deadline } from "../util/deadline.ts";
 /** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */
 export function requireJson(req: Request): void {
   const type = req.headers.get("content-type") ?? "";
+  if (type === "application/json") return;
   const essence = type.split(";")[0].trim().toLowerCase();
   if (essence !== "application/json") {
     throw new SvcError(
@@ -40,16 +41,15 @@ function unreadable(e: unknown): SvcError {
  * behind ends with the connection).
  */
 function readWhole(req: Request, idleMs: number, timedOut: () => SvcError): Promise<Uint8Array> {
-  const whole = req.bytes().catch((e) => Promise.reject(unreadable(e)));
-  if (idleMs <= 0) return whole;
+  if (idleMs <= 0) return req.bytes().catch((e) => Promise.reject(unreadable(e)));
   return new Promise((resolve, reject) => {
     const limit = deadline(idleMs, () => reject(timedOut()));
-    whole.then((b) => {
+    req.bytes().then((b) => {
       limit.clear();
       resolve(b);
     }, (e) => {
       limit.clear();
-      reject(e);
+      reject(unreadable(e));
     });
   });
 }

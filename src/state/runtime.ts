@@ -34,10 +34,29 @@ export type ReloadReason = "startup" | "signal" | "notify";
 /** Hooks run during a reload after the new state is built (e.g. writing database.ts). */
 export type ReloadHook = (state: AppState) => Promise<void> | void;
 
+/**
+ * A request in flight (one object per request: its abort controller and its exit). A drain past
+ * its timeout aborts it; the request may abort it too (its client went away).
+ */
+export class InFlight extends AbortController {
+  readonly #left: (e: InFlight) => void;
+
+  /** An entry whose {@link leave} calls `left`. */
+  constructor(left: (e: InFlight) => void) {
+    super();
+    this.#left = left;
+  }
+
+  /** Leaves (the request's statements are done; a streamed answer may still be sent). */
+  leave(): void {
+    this.#left(this);
+  }
+}
+
 /** Holds the state, counts in-flight requests and performs reloads. */
 export class Runtime {
   state: AppState | null = null;
-  #inflight = new Set<AbortController>();
+  #inflight = new Set<InFlight>();
   #held = 0;
   #hold: Promise<void> | null = null;
   #release: (() => void) | null = null;
@@ -51,26 +70,33 @@ export class Runtime {
   /** Creates the runtime for a configuration. */
   constructor(readonly cfg: Config) {}
 
-  /** Enters a request: waits while a reload holds requests. Returns its abort signal and exit. */
-  async enter(): Promise<{ signal: AbortSignal; leave: () => void }> {
-    if (this.#hold) {
-      this.#held++;
-      try {
-        while (this.#hold) await this.#hold;
-      } finally {
-        this.#held--;
-      }
-    }
-    const ac = new AbortController();
-    this.#inflight.add(ac);
-    return {
-      signal: ac.signal,
-      leave: () => {
-        this.#inflight.delete(ac);
-        if (this.#inflight.size === 0) this.#idle?.();
-      },
-    };
+  /**
+   * Enters a request: waits while a reload holds requests (a promise then; otherwise the entry at
+   * once, no promise). Returns its abort controller and exit.
+   */
+  enter(): InFlight | Promise<InFlight> {
+    if (this.#hold) return this.#enterHeld();
+    const e = new InFlight(this.#left);
+    this.#inflight.add(e);
+    return e;
   }
+
+  async #enterHeld(): Promise<InFlight> {
+    this.#held++;
+    try {
+      while (this.#hold) await this.#hold;
+    } finally {
+      this.#held--;
+    }
+    const e = new InFlight(this.#left);
+    this.#inflight.add(e);
+    return e;
+  }
+
+  readonly #left = (e: InFlight) => {
+    this.#inflight.delete(e);
+    if (this.#inflight.size === 0) this.#idle?.();
+  };
 
   /** Number of requests in flight. */
   get inflight(): number {
