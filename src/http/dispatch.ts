@@ -28,7 +28,7 @@ import { playgroundResponse } from "./playground.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { serveStatic, staticDirs } from "./static.ts";
-import { handleGet, handlePost, type SvcContext } from "./svc_endpoint.ts";
+import { handleGet, handlePost, queryContext, type SvcContext } from "./svc_endpoint.ts";
 import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
 
@@ -98,7 +98,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Answer> 
     checkRole(state, call.who, call.anonymous);
     const reads = deps.reads;
     const read = reads ? () => reads.forRead(call.req.headers, call.who.claims) : undefined;
-    return { cfg, db, state, who: call.who, read };
+    return queryContext(cfg, db, state, call.who, read);
   };
 
   // Health never waits for the request pool: live needs no database, ready asks through the
