@@ -73,7 +73,8 @@ export function createApp(deps: AppDeps): App {
       if (id.credential.error) throw id.credential.error;
       // A token naming the connecting role would run as the authenticator itself.
       if (!id.anonymous) checkAssumable(id.who.role, runtime.state?.schema.currentUser);
-      answer = await dispatch(call as Call);
+      const dispatched = dispatch(call as Call);
+      answer = dispatched instanceof Promise ? await dispatched : dispatched;
     } catch (e) {
       answer = failure(e as Error, cfg.dev, id?.anonymous ?? true);
     } finally {
