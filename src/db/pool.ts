@@ -127,6 +127,11 @@ export class Lease {
     this.conn.cancel().catch(() => {});
   }
 
+  /** As an abort listener of the request's signal: {@link cancel}. */
+  handleEvent(): void {
+    this.cancel();
+  }
+
   /**
    * Gives the connection back. `ok`: the request ended its transaction normally. Otherwise a
    * transaction left open is rolled back (pipelined ahead of the next request). A no-op once the

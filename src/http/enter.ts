@@ -7,6 +7,7 @@
  * @module
  */
 import type { Runtime } from "../state/runtime.ts";
+import type { CancelHooks } from "../auth/roles.ts";
 
 /** A request's place among the in-flight ones. */
 export interface Gate {
@@ -19,6 +20,10 @@ export interface Gate {
    * signal carries every reason to stop. Absent on the shared {@link UNGATED}.
    */
   abort?(reason: unknown): void;
+  /** Its cancel hooks (a gate of the request's own), for the request's statements. */
+  hook?: CancelHooks["hook"];
+  /** Withdraws a hook. */
+  unhook?: CancelHooks["unhook"];
 }
 
 /** The gate of requests that a reload never holds (health checks). */

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Credential, RequestAuth } from "../auth/bearer.ts";
-import type { RequestRole } from "../auth/roles.ts";
+import type { CancelHooks, RequestRole } from "../auth/roles.ts";
 import type { ClientWatch } from "./disconnect.ts";
 import type { Gate } from "./enter.ts";
 
@@ -86,10 +86,12 @@ function identified(
     () => ac.abort(new DOMException("the client went away", "AbortError")),
   );
   const role = session.role;
+  // The request's statements hook their cancel on its own gate (no listener per statement batch).
+  const cancels = own && gate.hook && gate.unhook ? gate as CancelHooks : undefined;
   return {
     who: role !== null
-      ? { role, claims: session.claims, signal, requestId }
-      : { role: deps.anonymousRole, claims: null, signal, requestId },
+      ? { role, claims: session.claims, signal, requestId, cancels }
+      : { role: deps.anonymousRole, claims: null, signal, requestId, cancels },
     anonymous: role === null,
     setCookie: session.setCookie,
     unwatch,
