@@ -37,6 +37,15 @@ export interface Credential {
 
 const HMAC = new Set(["HS256", "HS384", "HS512"]);
 
+/** The credential of a request without one: the anonymous role (shared, never changed). */
+const NO_CREDENTIAL: Credential = Object.freeze({
+  role: null,
+  claims: null,
+  setCookie: null,
+  bearer: false,
+  error: null,
+});
+
 /**
  * The token of an `Authorization` header using the Bearer scheme (case-insensitive): the
  * token, `""` for a Bearer header that does not hold exactly one token, or undefined when the
@@ -81,19 +90,32 @@ export class RequestAuth {
     this.#cfg.external?.jwks.start();
   }
 
-  /** The request's identity (never throws: a refused Bearer token comes back as `error`). */
-  async resolve(headers: Headers, now = Math.floor(Date.now() / 1000)): Promise<Credential> {
+  /**
+   * The request's identity (never throws: a refused Bearer token comes back as `error`); at once,
+   * without a promise, for a request with neither a Bearer token nor a cookie (the anonymous role).
+   */
+  resolve(headers: Headers, now?: number): Credential | Promise<Credential> {
     const token = bearerToken(headers.get("authorization"));
     if (token === undefined) {
-      const s = await this.#sessions.resolve(headers.get("cookie"), now);
-      return {
-        role: s.claims?.role ?? null,
-        claims: s.claims,
-        setCookie: s.setCookie,
-        bearer: false,
-        error: null,
-      };
+      const cookie = headers.get("cookie");
+      if (cookie === null) return NO_CREDENTIAL;
+      return this.#cookie(cookie, now ?? Math.floor(Date.now() / 1000));
     }
+    return this.#bearer(token, now ?? Math.floor(Date.now() / 1000));
+  }
+
+  async #cookie(cookie: string, now: number): Promise<Credential> {
+    const s = await this.#sessions.resolve(cookie, now);
+    return {
+      role: s.claims?.role ?? null,
+      claims: s.claims,
+      setCookie: s.setCookie,
+      bearer: false,
+      error: null,
+    };
+  }
+
+  async #bearer(token: string, now: number): Promise<Credential> {
     try {
       const { role, claims } = await this.#verify(token, now);
       return { role, claims, setCookie: null, bearer: true, error: null };

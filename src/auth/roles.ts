@@ -26,6 +26,25 @@ export interface RequestRole {
   signal?: AbortSignal;
   /** The request's `X-Request-Id`, set as `svc.request_id` for the transaction. */
   requestId?: string;
+  /**
+   * Where what runs the request's statements hooks its cancel, when `signal` aborts: the
+   * request's own controller (src/http/identify.ts), cheaper than a listener on `signal` per
+   * statement batch; absent: a listener on `signal`.
+   */
+  cancels?: CancelHooks;
+}
+
+/** Something to cancel when a request is aborted (a lease's running statement). */
+export interface Cancelable {
+  cancel(): void;
+}
+
+/** Hooks called, each once, when a request's signal aborts. */
+export interface CancelHooks {
+  /** Calls `c.cancel()` when the request aborts (at once when it has). */
+  hook(c: Cancelable): void;
+  /** Withdraws a hook (no-op when not hooked). */
+  unhook(c: Cancelable): void;
 }
 
 /** What the schema read at introspection says about roles (see src/db/schema.ts). */

@@ -127,6 +127,11 @@ export class Lease {
     this.conn.cancel().catch(() => {});
   }
 
+  /** As an abort listener of the request's signal: {@link cancel}. */
+  handleEvent(): void {
+    this.cancel();
+  }
+
   /**
    * Gives the connection back. `ok`: the request ended its transaction normally. Otherwise a
    * transaction left open is rolled back (pipelined ahead of the next request). A no-op once the
@@ -411,6 +416,21 @@ export class Database {
       conn.execute([ROLLBACK]).catch(() => {});
     }
     this.#give(slot);
+  }
+
+  /**
+   * Leases a free slot's live connection at once, or null when that needs waiting or connecting
+   * (then {@link acquire}): the common case without a promise.
+   */
+  tryAcquire(requestId?: string): Lease | null {
+    if (this.#closing) return null;
+    const free = this.#free;
+    const slot = free[free.length - 1];
+    if (slot === undefined) return null;
+    const live = slot.conn;
+    if (live === null || live.error || this.#expired(slot)) return null;
+    free.pop();
+    return this.#lease(slot, live, requestId);
   }
 
   /**

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { Database, type PoolOptions } from "./pool.ts";
+import { Database, type Lease, type PoolOptions } from "./pool.ts";
 import { Client } from "../pg/client.ts";
 import { PgConnectionError, PgError } from "../pg/errors.ts";
 import { SvcError } from "../svc_error.ts";
@@ -236,6 +236,13 @@ export class ReplicaPool extends Database {
   /** The replica's monitor. */
   get monitor(): ReplicaMonitor {
     return this.#monitor;
+  }
+
+  /** Leases a free replica connection at once (counted as a read of the replica), or null. */
+  override tryAcquire(requestId?: string): Lease | null {
+    const lease = super.tryAcquire(requestId);
+    if (lease) countRead(this.target);
+    return lease;
   }
 
   /** Leases a replica connection, or a primary one when the replica cannot be reached. */

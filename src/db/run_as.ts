@@ -145,15 +145,10 @@ export async function runAs<T>(
     const tooMany = db.paramsError(statements[i].params ?? NO_PARAMS);
     if (tooMany) throw tooMany;
   }
-  const lease = await db.acquire(who.signal, who.requestId);
-  const role = setRole(who, db.statementTimeout);
-  const signal = who.signal;
-  const onAbort = () => lease.cancel();
-  if (signal) {
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, ONCE);
-  }
-  if (opts.end === "open") return await open(lease, signal, onAbort, role, statements, opts.body);
+  const lease = db.tryAcquire(who.requestId) ?? await db.acquire(who.signal, who.requestId);
+  const role = setRole(who, db.statementTimeoutText);
+  tie(who, lease);
+  if (opts.end === "open") return await open(lease, who, role, statements, opts.body);
   const conn = lease.conn;
   const end = opts.end === "commit" ? COMMIT : ROLLBACK;
   if (opts.oneBatch) {
@@ -161,14 +156,16 @@ export async function runAs<T>(
     const implicit = opts.implicit === true;
     try {
       const results = await conn.execute(
-        implicit ? [role, ...statements] : batchOf(role, statements, end),
+        implicit
+          ? (n === 1 ? [role, statements[0]] : [role, ...statements])
+          : batchOf(role, statements, end),
       );
       ok = true;
       return results;
     } catch (e) {
       throw statementError(e, n, implicit ? 1 : PRELUDE);
     } finally {
-      if (signal) signal.removeEventListener("abort", onAbort);
+      untie(who, lease);
       lease.release(ok);
     }
   }
@@ -180,13 +177,33 @@ export async function runAs<T>(
     conn.execute(end === COMMIT ? COMMIT_ALONE : ROLLBACK_ALONE),
   ]);
   const [ran, ended] = await Promise.allSettled([body, closing]);
-  signal?.removeEventListener("abort", onAbort);
+  untie(who, lease);
   const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
   // Over either way once the end went through: nothing left to roll back.
   lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
   if (ran.status === "rejected") throw statementError(ran.reason, n);
   if (ended.status === "rejected") throw statementError(ended.reason, -1);
   return ran.value;
+}
+
+/**
+ * Ties the request's cancel to its lease (a cancel sent for what the connection runs): through the
+ * request's own hooks when it has them (src/http/identify.ts), else a listener on its signal.
+ */
+function tie(who: RequestRole, lease: Lease): void {
+  const signal = who.signal;
+  if (!signal) return;
+  if (signal.aborted) lease.cancel();
+  else if (who.cancels) who.cancels.hook(lease);
+  else signal.addEventListener("abort", lease, ONCE);
+}
+
+/** Unties what {@link tie} tied (the lease's statements are over). */
+function untie(who: RequestRole, lease: Lease): void {
+  const signal = who.signal;
+  if (!signal) return;
+  if (who.cancels) who.cancels.unhook(lease);
+  else signal.removeEventListener("abort", lease);
 }
 
 /** `begin`, the role switch, `statements` and `end` (null: none) as one batch. */
@@ -206,8 +223,7 @@ function batchOf(
 /** The open transaction of {@link runAs}: sends the prelude and hands the transaction to `body`. */
 async function open<T>(
   lease: Lease,
-  signal: AbortSignal | undefined,
-  onAbort: () => void,
+  who: RequestRole,
   role: Statement,
   statements: readonly Statement[],
   body: (open: OpenTx) => Promise<T>,
@@ -224,7 +240,7 @@ async function open<T>(
       .catch((e) => Promise.reject(statementError(e, n)));
   }
   const release = (ok: boolean) => {
-    signal?.removeEventListener("abort", onAbort);
+    untie(who, lease);
     lease.release(ok);
   };
   const tx: OpenTx = {
@@ -238,7 +254,7 @@ async function open<T>(
     },
     end: (commit) => {
       if (!commit || conn.error) return release(false);
-      signal?.removeEventListener("abort", onAbort);
+      untie(who, lease);
       conn.execute(COMMIT_ALONE).then(() => lease.release(true), () => lease.release(false));
     },
     release,

@@ -28,7 +28,7 @@ import { playgroundResponse } from "./playground.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { serveStatic, staticDirs } from "./static.ts";
-import { handleGet, handlePost, type SvcContext } from "./svc_endpoint.ts";
+import { handleGet, handlePost, queryContext, type SvcContext } from "./svc_endpoint.ts";
 import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
 
@@ -79,8 +79,11 @@ export type Answer = Response | PlainAnswer;
 
 type Handler = (call: Call) => Answer | Promise<Answer>;
 
-/** The dispatch of a configuration: the request's answer (throws a failure). */
-export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Answer> {
+/**
+ * The dispatch of a configuration: the request's answer, or its promise (throws a failure, or
+ * rejects with it).
+ */
+export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise<Answer> {
   const { cfg, db, runtime } = deps;
   const statics = staticDirs(cfg.http.static.path);
   const routes = routeHandler({
@@ -98,7 +101,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Answer> 
     checkRole(state, call.who, call.anonymous);
     const reads = deps.reads;
     const read = reads ? () => reads.forRead(call.req.headers, call.who.claims) : undefined;
-    return { cfg, db, state, who: call.who, read };
+    return queryContext(cfg, db, state, call.who, read);
   };
 
   // Health never waits for the request pool: live needs no database, ready asks through the
@@ -177,32 +180,49 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Promise<Answer> 
     return out.response;
   };
 
-  return async (call) => {
+  /** The fixed paths, then static files; anything else is 404. */
+  const fixedOrStatic = (call: Call): Answer | Promise<Answer> => {
+    const methods = fixed.get(call.path);
+    if (methods) {
+      const handler = methods[call.method === "HEAD" ? "GET" : call.method] ?? methods["*"];
+      if (handler) return handler(call);
+    }
+    return staticOr404(call);
+  };
+
+  const staticOr404 = async (call: Call): Promise<Answer> => {
+    const file = await serveStatic(statics, call.req);
+    if (file) return file;
+    throw new SvcError("HTTP_NOT_FOUND", "not found");
+  };
+
+  /** Declared routes, then middleware ahead of /svc and static files (docs/routes.md). */
+  const routed = async (call: Call, state: NonNullable<Runtime["state"]>): Promise<Answer> => {
+    const request = { request: call.req, who: call.who, anonymous: call.anonymous };
+    const route = await routes.route(state, request);
+    if (route) call.kind = "route";
+    const done = route ?? await routes.ahead(state, request);
+    if (done) {
+      if (done.session) call.setCookie = null;
+      return done.response;
+    }
+    return await fixedOrStatic(call);
+  };
+
+  // Not an async function: a fixed path's handler is called at once and its answer (or promise)
+  // returned as it is, one promise less per request; the caller awaits it, and catches what a
+  // handler throws synchronously alike.
+  return (call) => {
     const path = call.path;
     const isAuth = path === "/auth" || path.startsWith("/auth/");
-    // Declared routes, then middleware ahead of /svc and static files (docs/routes.md).
     const state = runtime.state;
     if (
       state !== null && !isAuth && !path.startsWith("/svc/health") &&
       (state.routes.routes.length > 0 || state.routes.middleware.length > 0)
     ) {
-      const request = { request: call.req, who: call.who, anonymous: call.anonymous };
-      const route = await routes.route(state, request);
-      if (route) call.kind = "route";
-      const done = route ?? await routes.ahead(state, request);
-      if (done) {
-        if (done.session) call.setCookie = null;
-        return done.response;
-      }
+      return routed(call, state);
     }
-    if (isAuth) return await auth(call);
-    const methods = fixed.get(path);
-    if (methods) {
-      const handler = methods[call.method === "HEAD" ? "GET" : call.method] ?? methods["*"];
-      if (handler) return await handler(call);
-    }
-    const file = await serveStatic(statics, call.req);
-    if (file) return file;
-    throw new SvcError("HTTP_NOT_FOUND", "not found");
+    if (isAuth) return auth(call);
+    return fixedOrStatic(call);
   };
 }

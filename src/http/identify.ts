@@ -6,9 +6,9 @@
  * @module
  */
 import type { Credential, RequestAuth } from "../auth/bearer.ts";
-import type { RequestRole } from "../auth/roles.ts";
+import type { CancelHooks, RequestRole } from "../auth/roles.ts";
 import type { ClientWatch } from "./disconnect.ts";
-import { type Gate, UNGATED } from "./enter.ts";
+import type { Gate } from "./enter.ts";
 
 /** A request's identity. */
 export interface Identity {
@@ -22,47 +22,76 @@ export interface Identity {
   credential: Credential;
 }
 
+/** What {@link identify} needs besides the request. */
+export interface IdentifyDeps {
+  auth: RequestAuth;
+  anonymousRole: string;
+  clientWatch?: ClientWatch;
+}
+
 /**
  * The request's identity. A client that goes away cancels its statement, as reload and shutdown
- * do (also while a large answer streams).
+ * do (also while a large answer streams). At once (no promise) when the credential needs no
+ * verification (no Bearer token, no session cookie).
  */
-export async function identify(
+export function identify(
   req: Request,
   requestId: string,
   gate: Gate,
   info: Deno.ServeHandlerInfo | undefined,
-  deps: { auth: RequestAuth; anonymousRole: string; clientWatch?: ClientWatch },
-): Promise<Identity> {
+  deps: IdentifyDeps,
+): Identity | Promise<Identity> {
   // A Bearer token, else the session cookie (src/auth/bearer.ts).
-  const session = await deps.auth.resolve(req.headers);
-  // A plain controller fed by two listeners: AbortSignal.any measured dearer per request. Both
-  // sources belong to this request alone (the shared UNGATED one of health requests never aborts
-  // and gets no listener), so nothing outlives the request.
-  const ac = new AbortController();
-  const signal = ac.signal;
-  const onAbort = (e: Event) => ac.abort((e.target as AbortSignal).reason);
+  const session = deps.auth.resolve(req.headers);
+  if (session instanceof Promise) {
+    return session.then((s) => identified(s, req, requestId, gate, info, deps));
+  }
+  return identified(session, req, requestId, gate, info, deps);
+}
+
+function identified(
+  session: Credential,
+  req: Request,
+  requestId: string,
+  gate: Gate,
+  info: Deno.ServeHandlerInfo | undefined,
+  deps: IdentifyDeps,
+): Identity {
+  // One controller per request, fed by the reload gate and by the client going away: the gate's
+  // own when it has one (a drain aborts it), else a plain one (a health check: the shared UNGATED
+  // gate never aborts and gets no listener). AbortSignal.any, or a second controller listening to
+  // the gate, measured dearer per request. Nothing outlives the request.
+  const own = gate.abort !== undefined;
+  const ac = own ? gate as Gate & { abort(reason: unknown): void } : new AbortController();
+  const signal = own ? gate.signal : (ac as AbortController).signal;
   // The server aborts `req.signal` only for requests whose body came with their head
   // (src/http/disconnect.ts): the others' connections are watched while they run. Where the
   // watch sees every request (Linux), `req.signal` is not touched: in Deno it holds a pending
   // operation per request (measured: a third of a small request's throughput, and garbage
   // that lives long enough to be promoted).
-  const watch = gate === UNGATED ? undefined : deps.clientWatch;
+  const watch = own ? deps.clientWatch : undefined;
   const client = watch?.covers ? null : req.signal;
-  if (gate.signal.aborted) ac.abort(gate.signal.reason);
-  else if (client?.aborted) ac.abort(client.reason);
-  else {
-    if (gate !== UNGATED) gate.signal.addEventListener("abort", onAbort, { once: true });
-    client?.addEventListener("abort", onAbort, { once: true });
+  if (!signal.aborted && client) {
+    if (client.aborted) ac.abort(client.reason);
+    else {
+      client.addEventListener(
+        "abort",
+        (e: Event) => ac.abort((e.target as AbortSignal).reason),
+        { once: true },
+      );
+    }
   }
   const unwatch = watch?.watch(
     info,
     () => ac.abort(new DOMException("the client went away", "AbortError")),
   );
   const role = session.role;
+  // The request's statements hook their cancel on its own gate (no listener per statement batch).
+  const cancels = own && gate.hook && gate.unhook ? gate as CancelHooks : undefined;
   return {
     who: role !== null
-      ? { role, claims: session.claims, signal, requestId }
-      : { role: deps.anonymousRole, claims: null, signal, requestId },
+      ? { role, claims: session.claims, signal, requestId, cancels }
+      : { role: deps.anonymousRole, claims: null, signal, requestId, cancels },
     anonymous: role === null,
     setCookie: session.setCookie,
     unwatch,

@@ -38,6 +38,13 @@ export function alloc(n: number): Uint8Array {
   return out;
 }
 
+/**
+ * Whole answers up to this many bytes are answered as text (see {@link JsonArraySink.whole}).
+ * PostgreSQL sends valid UTF-8 (the connection's client encoding), so the text is exactly its bytes.
+ */
+const TEXT_MAX = 16384;
+const utf8 = new TextDecoder();
+
 /** Scratch buffers reused between answers (at most a few: one per answer being built). */
 const scratch: Uint8Array[] = [];
 const SCRATCH = 16384;
@@ -84,16 +91,7 @@ export class JsonArraySink implements RowSink {
    * as an array of its own.
    */
   take(last: boolean): Uint8Array {
-    if (this.#n + 2 > this.#buf.length) this.#grow(2);
-    let n = this.#n;
-    if (last) {
-      if (this.rows === 0) {
-        this.#buf[n++] = OPEN;
-        this.rows = -1; // never opened again
-      }
-      this.#buf[n++] = CLOSE;
-    }
-    this.#n = 0;
+    const n = this.#end(last);
     if (this.#buf.length === SCRATCH) {
       const out = alloc(n);
       out.set(this.#buf.subarray(0, n));
@@ -104,6 +102,32 @@ export class JsonArraySink implements RowSink {
     const out = this.#buf.subarray(0, n);
     this.#buf = last ? RELEASED : new Uint8Array(this.#buf.length);
     return out;
+  }
+
+  /**
+   * The whole answer (closing the array): text when small ({@link TEXT_MAX}), else bytes. A
+   * response body given as bytes is copied into an array buffer of its own by `new Response`
+   * (measured: an ArrayBuffer costs more than decoding a small answer), text is not.
+   */
+  whole(): Uint8Array | string {
+    if (this.#n + 2 > TEXT_MAX) return this.take(true);
+    const n = this.#end(true);
+    return utf8.decode(this.#buf.subarray(0, n));
+  }
+
+  /** Closes the part (see {@link take}) and starts the next one; returns its length. */
+  #end(last: boolean): number {
+    if (this.#n + 2 > this.#buf.length) this.#grow(2);
+    let n = this.#n;
+    if (last) {
+      if (this.rows === 0) {
+        this.#buf[n++] = OPEN;
+        this.rows = -1; // never opened again
+      }
+      this.#buf[n++] = CLOSE;
+    }
+    this.#n = 0;
+    return n;
   }
 
   /** Returns the scratch buffer for reuse (the sink must not be used afterwards). */
@@ -134,13 +158,13 @@ export async function readJson(
   sql: string,
   params: unknown[],
   opts: { small?: boolean; batch?: number } = {},
-): Promise<Uint8Array | ReadableStream<Uint8Array>> {
+): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
   const sink = new JsonArraySink();
   if (opts.small) {
     try {
       await runAs(db, who, [{ sql, params, sink }], SMALL_READ);
-      return sink.take(true);
+      return sink.whole();
     } finally {
       sink.release();
     }
@@ -164,7 +188,7 @@ async function cursor(
   open: OpenTx,
   sink: JsonArraySink,
   batch: number,
-): Promise<Uint8Array | ReadableStream<Uint8Array>> {
+): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   let ended = false;
   let streaming = false;
   /** Ends the transaction (commit when `ok`) and gives the connection back. */
@@ -184,7 +208,7 @@ async function cursor(
     throw e;
   }
   if (!first.suspended) {
-    const out = sink.take(true);
+    const out = sink.whole();
     finish(true);
     return out;
   }

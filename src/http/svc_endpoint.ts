@@ -17,6 +17,17 @@ export type SvcContext = Omit<QueryContext, "sink" | "readJson">;
 
 const newSink: QueryContext["sink"] = (stream) => new StreamingAnswer(stream);
 
+/** A request's query context: its {@link SvcContext} with the HTTP layer's body makers. */
+export function queryContext(
+  cfg: QueryContext["cfg"],
+  db: QueryContext["db"],
+  state: QueryContext["state"],
+  who: QueryContext["who"],
+  read: QueryContext["read"],
+): QueryContext {
+  return { cfg, db, state, who, read, sink: newSink, readJson };
+}
+
 /** A JSON answer of a body, its headers added by the server (src/http/plain_answer.ts). */
 function jsonAnswer(body: Body): PlainAnswer {
   return new PlainAnswer(body, "application/json");
@@ -30,10 +41,18 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<PlainAn
     ctx.cfg.http.max_body_size,
     ctx.cfg.http.body_timeout * 1000,
   );
-  return jsonAnswer(await runPost({ ...ctx, sink: newSink, readJson }, text));
+  return jsonAnswer(await runPost(withBodies(ctx), text));
 }
 
 /** GET /svc: the same read from the query string. */
 export async function handleGet(ctx: SvcContext, url: URL): Promise<PlainAnswer> {
-  return jsonAnswer(await runGet({ ...ctx, sink: newSink, readJson }, url));
+  return jsonAnswer(await runGet(withBodies(ctx), url));
+}
+
+/** `ctx` as a query context: itself when {@link queryContext} made it, else a copy. */
+function withBodies(ctx: SvcContext): QueryContext {
+  const q = ctx as Partial<QueryContext>;
+  return q.sink === newSink && q.readJson === readJson
+    ? ctx as QueryContext
+    : { ...ctx, sink: newSink, readJson };
 }

@@ -159,6 +159,7 @@ interface Pending {
  */
 const NO_FIELDS = Object.freeze([]) as unknown as Field[];
 const NO_ROWS = Object.freeze([]) as unknown as Row[];
+const NO_PARAMS: readonly unknown[] = Object.freeze([]);
 
 function newResult(fields: Field[] | null, sunk = false): Result {
   return {
@@ -169,6 +170,17 @@ function newResult(fields: Field[] | null, sunk = false): Result {
     suspended: false,
   };
 }
+
+/** A command tag and its row count. */
+interface Tag {
+  text: string;
+  count: number;
+}
+
+/** Tags seen recently, shared by every connection (replaced round-robin). */
+const RECENT_TAGS = 8;
+const recentTags: Tag[] = [];
+let nextTag = 0;
 
 function tagCount(tag: string): number {
   const sp = tag.lastIndexOf(" ");
@@ -517,7 +529,7 @@ export class Connection {
     const start = w.pos;
     const id = ++this.#batchId;
     const running: Running[] = new Array(stmts.length);
-    const created: Prepared[] = [];
+    let created: Prepared[] | null = null;
     try {
       if (this.#toClose.length) {
         for (const name of this.#toClose) P.close(w, "S", name);
@@ -525,7 +537,7 @@ export class Connection {
       }
       for (let i = 0; i < stmts.length; i++) {
         const s = stmts[i];
-        const params = s.params ?? [];
+        const params = s.params ?? NO_PARAMS;
         const portal = s.portal ?? "";
         let prep: Prepared | null = null;
         let parsed = false;
@@ -538,7 +550,7 @@ export class Connection {
           } else if (!prep) {
             prep = this.#prepare(s.sql, id);
             if (prep) {
-              created.push(prep);
+              (created ??= []).push(prep);
               parsed = true;
             }
           }
@@ -568,7 +580,7 @@ export class Connection {
       P.sync(w);
     } catch (e) {
       w.pos = start;
-      for (const p of created) this.#prepared.delete(p.sql);
+      if (created) { for (const p of created) this.#prepared.delete(p.sql); }
       throw e;
     }
     this.#queue.push({
@@ -631,19 +643,39 @@ export class Connection {
     this.#out = this.#spare ?? new P.Writer(WRITE_SIZE);
     this.#spare = null;
     this.#writing = true;
-    this.#writeAll(w.buf.subarray(0, w.pos)).then(() => {
-      this.#writing = false;
-      w.pos = 0;
-      // A writer grown by a huge batch is not kept.
-      this.#spare = w.buf.length > 1 << 20 ? new P.Writer(WRITE_SIZE) : w;
-      this.#flush();
-    }, (e) => {
-      this.#writing = false;
-      this.#fail(
-        new PgConnectionError("CONNECTION_CLOSED", `write failed: ${(e as Error).message}`, e),
-      );
-    });
+    this.#sending = w;
+    this.#sent = 0;
+    // Handlers bound once (no closures, no async step per write): the whole buffer usually goes
+    // in one write; a partial one continues from where it stopped.
+    this.#t.write(w.buf.subarray(0, w.pos)).then(this.#wrote, this.#writeFailed);
   }
+
+  /** The writer being written by {@link #flush} and the bytes of it written so far. */
+  #sending: P.Writer | null = null;
+  #sent = 0;
+
+  readonly #wrote = (n: number): void => {
+    const w = this.#sending!;
+    this.#sent += n;
+    if (this.#sent < w.pos && !this.#dead) {
+      this.#t.write(w.buf.subarray(this.#sent, w.pos)).then(this.#wrote, this.#writeFailed);
+      return;
+    }
+    this.#sending = null;
+    this.#writing = false;
+    w.pos = 0;
+    // A writer grown by a huge batch is not kept.
+    this.#spare = w.buf.length > 1 << 20 ? new P.Writer(WRITE_SIZE) : w;
+    this.#flush();
+  };
+
+  readonly #writeFailed = (e: unknown): void => {
+    this.#sending = null;
+    this.#writing = false;
+    this.#fail(
+      new PgConnectionError("CONNECTION_CLOSED", `write failed: ${(e as Error).message}`, e),
+    );
+  };
 
   async #writeAll(b: Uint8Array): Promise<void> {
     let o = 0;
@@ -656,7 +688,7 @@ export class Connection {
     try {
       for (;;) {
         if (this.#re === this.#rb.length) this.#makeRoom(this.#re - this.#rs + 1);
-        const n = await this.#t.read(this.#rb.subarray(this.#re));
+        const n = await this.#t.read(this.#re === 0 ? this.#rb : this.#rb.subarray(this.#re));
         if (this.#dead) return;
         if (n === null) {
           throw new PgConnectionError("CONNECTION_CLOSED", "the server closed the connection");
@@ -762,9 +794,9 @@ export class Connection {
       case 0x43: { // 'C' CommandComplete
         if (!p || p.kind === "startup") throw protocolError("CommandComplete outside a query");
         const r = this.#current(p, "CommandComplete");
-        const tag = this.#cstr(s, e);
-        r.result.command = tag;
-        r.result.rowCount = tagCount(tag);
+        const tag = this.#tag(s, e);
+        r.result.command = tag.text;
+        r.result.rowCount = tag.count;
         if (!r.fields && r.prepared?.fields) r.fields = r.result.fields = r.prepared.fields;
         if (r.result.rowCount === 0 && r.result.rows.length) {
           r.result.rowCount = r.result.rows.length;
@@ -935,6 +967,33 @@ export class Connection {
     const out = new Array<Result>(p.stmts.length);
     for (let i = 0; i < p.stmts.length; i++) out[i] = p.stmts[i].result;
     p.resolve(out);
+  }
+
+  /**
+   * A CommandComplete's tag and row count: a tag seen recently (`SELECT 1`, `BEGIN`, …) is
+   * reused, not decoded and parsed again.
+   */
+  #tag(s: number, e: number): Tag {
+    const rb = this.#rb;
+    let end = rb.indexOf(0, s);
+    if (end < 0 || end >= e) end = e;
+    const n = end - s;
+    for (let i = 0; i < recentTags.length; i++) {
+      const t = recentTags[i];
+      const text = t.text;
+      if (text.length !== n) continue;
+      let k = 0;
+      while (k < n && text.charCodeAt(k) === rb[s + k]) k++;
+      if (k === n) return t;
+    }
+    const text = this.#cstr(s, e);
+    const t = { text, count: tagCount(text) };
+    // Kept when ASCII (one character per byte, as every command tag is) and short.
+    if (n <= 32 && text.length === n) {
+      recentTags[nextTag] = t;
+      nextTag = (nextTag + 1) % RECENT_TAGS;
+    }
+    return t;
   }
 
   #cstr(s: number, e: number): string {

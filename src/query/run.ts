@@ -46,13 +46,19 @@ async function plainRead(ctx: QueryContext, r: Resolved, cacheKey?: string): Pro
   return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
 }
 
-/** A cached plain read, when this exact request was compiled before for this role and state. */
-async function cachedRead(ctx: QueryContext, key: string): Promise<Body | undefined> {
+/**
+ * A cached plain read, when this exact request was compiled before for this role and state (its
+ * answer's promise; undefined at once on a miss).
+ */
+function cachedRead(ctx: QueryContext, key: string): Promise<Body> | undefined {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
   const db = stmt.replica && ctx.read ? ctx.read() : ctx.db;
-  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  return ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt.small ? SMALL : LARGE);
 }
+
+const SMALL = { small: true };
+const LARGE = { small: false };
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
   return rows.map((row) => (typeof row.j === "string" ? JSON.parse(row.j) : row.j));
@@ -381,10 +387,18 @@ export async function runPost(ctx: QueryContext, text: string): Promise<Body> {
   }
 }
 
-async function post(ctx: QueryContext, text: string): Promise<Body> {
+/** A POST body's answer: a cached read's at once (no async step of its own), else compiled. */
+function post(ctx: QueryContext, text: string): Promise<Body> {
   const key = text.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0P${text}` : undefined;
-  const cached = key === undefined ? undefined : await cachedRead(ctx, key);
-  if (cached) return cached;
+  const cached = key === undefined ? undefined : cachedRead(ctx, key);
+  return cached ?? compiledPost(ctx, text, key);
+}
+
+async function compiledPost(
+  ctx: QueryContext,
+  text: string,
+  key: string | undefined,
+): Promise<Body> {
   const parsed = parseBody(parseJson(text, ctx.cfg.http.max_json_depth));
   if (parsed.kind === "batch" && parsed.items.length > ctx.cfg.http.max_batch) {
     throw new SvcError(
@@ -425,8 +439,8 @@ export async function runGet(ctx: QueryContext, url: URL): Promise<Body> {
 
 async function get(ctx: QueryContext, url: URL): Promise<Body> {
   const key = url.search.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0G${url.search}` : undefined;
-  const cached = key === undefined ? undefined : await cachedRead(ctx, key);
-  if (cached) return cached;
+  const cached = key === undefined ? undefined : cachedRead(ctx, key);
+  if (cached) return await cached;
   const g = parseGetQuery(url.searchParams);
   if (g.wellknown !== undefined) {
     return plainRead(

@@ -10,6 +10,7 @@ import { deadline } from "../util/deadline.ts";
 /** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */
 export function requireJson(req: Request): void {
   const type = req.headers.get("content-type") ?? "";
+  if (type === "application/json") return;
   const essence = type.split(";")[0].trim().toLowerCase();
   if (essence !== "application/json") {
     throw new SvcError(
@@ -34,22 +35,29 @@ function unreadable(e: unknown): SvcError {
   );
 }
 
+function tooLarge(maxBytes: number): SvcError {
+  return new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
+}
+
+function timedOut(idleMs: number): SvcError {
+  return new SvcError("HTTP_BODY_TIMEOUT", `request body stalled for ${idleMs} ms`);
+}
+
 /**
  * A small body with a known length (at most {@link WHOLE_BODY_MAX}, so hyper never passes more)
  * in one piece; with `idleMs`, 408 when it is not all there within that time (the read left
  * behind ends with the connection).
  */
-function readWhole(req: Request, idleMs: number, timedOut: () => SvcError): Promise<Uint8Array> {
-  const whole = req.bytes().catch((e) => Promise.reject(unreadable(e)));
-  if (idleMs <= 0) return whole;
+function readWhole(req: Request, idleMs: number): Promise<Uint8Array> {
+  if (idleMs <= 0) return req.bytes().catch((e) => Promise.reject(unreadable(e)));
   return new Promise((resolve, reject) => {
-    const limit = deadline(idleMs, () => reject(timedOut()));
-    whole.then((b) => {
+    const limit = deadline(idleMs, () => reject(timedOut(idleMs)));
+    req.bytes().then((b) => {
       limit.clear();
       resolve(b);
     }, (e) => {
       limit.clear();
-      reject(e);
+      reject(unreadable(e));
     });
   });
 }
@@ -61,17 +69,19 @@ function readWhole(req: Request, idleMs: number, timedOut: () => SvcError): Prom
  * before one is taken); a body announced at most {@link WHOLE_BODY_MAX} bytes long must arrive
  * whole within `idleMs`.
  */
-export async function readBodyBytes(
+export function readBodyBytes(
   req: Request,
   maxBytes: number,
   idleMs = 0,
 ): Promise<Uint8Array> {
-  const tooLarge = () =>
-    new SvcError("HTTP_BODY_TOO_LARGE", `request body exceeds ${maxBytes} bytes`);
-  const timedOut = () => new SvcError("HTTP_BODY_TIMEOUT", `request body stalled for ${idleMs} ms`);
   const len = Number(req.headers.get("content-length") ?? "NaN");
-  if (len > maxBytes) throw tooLarge();
-  if (len <= WHOLE_BODY_MAX) return await readWhole(req, idleMs, timedOut);
+  if (len > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  if (len <= WHOLE_BODY_MAX) return readWhole(req, idleMs);
+  return readStream(req, maxBytes, idleMs);
+}
+
+/** {@link readBodyBytes} of a body streamed in chunks. */
+async function readStream(req: Request, maxBytes: number, idleMs: number): Promise<Uint8Array> {
   if (!req.body) return new Uint8Array(0);
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -87,15 +97,15 @@ export async function readBodyBytes(
   try {
     for (;;) {
       const r = await reader.read();
-      if (stalled) throw timedOut();
+      if (stalled) throw timedOut(idleMs);
       if (r.done) break;
       idle?.extend(idleMs);
       n += r.value.length;
-      if (n > maxBytes) throw tooLarge();
+      if (n > maxBytes) throw tooLarge(maxBytes);
       chunks.push(r.value);
     }
   } catch (e) {
-    if (stalled) throw timedOut();
+    if (stalled) throw timedOut(idleMs);
     reader.cancel().catch(() => {});
     if (e instanceof SvcError) throw e;
     throw unreadable(e);

@@ -13,6 +13,7 @@ import { loadWellKnown, type Registry } from "../wellknown/registry.ts";
 import { log } from "../observe/log.ts";
 import { declareRoutes, type RouteTable } from "./route_table.ts";
 import { metrics } from "../observe/metrics.ts";
+import type { Cancelable, CancelHooks } from "../auth/roles.ts";
 
 /** Everything a request reads, swapped as one value. */
 export interface AppState {
@@ -34,10 +35,98 @@ export type ReloadReason = "startup" | "signal" | "notify";
 /** Hooks run during a reload after the new state is built (e.g. writing database.ts). */
 export type ReloadHook = (state: AppState) => Promise<void> | void;
 
+/**
+ * A request in flight (one object per request: its abort controller and its exit, linked into its
+ * runtime's list: no hashing per request). A drain past its timeout aborts it; the request may
+ * abort it too (its client went away).
+ */
+export class InFlight extends AbortController implements CancelHooks {
+  /** Neighbours in the runtime's list (null: first, last, or left). */
+  prev: InFlight | null = null;
+  next: InFlight | null = null;
+  #list: InFlightList | null;
+  /** What to cancel when aborted: one hook, or several (a request's concurrent leases). */
+  #hooked: Cancelable | Cancelable[] | null = null;
+
+  /** An entry appended to `list`. */
+  constructor(list: InFlightList) {
+    super();
+    this.#list = list;
+    list.add(this);
+  }
+
+  /** Aborts the signal, then cancels what is hooked. */
+  override abort(reason?: unknown): void {
+    super.abort(reason);
+    const h = this.#hooked;
+    this.#hooked = null;
+    if (h === null) return;
+    if (Array.isArray(h)) { for (const c of h) c.cancel(); }
+    else h.cancel();
+  }
+
+  /** Calls `c.cancel()` when aborted (at once when it was). */
+  hook(c: Cancelable): void {
+    if (this.signal.aborted) return c.cancel();
+    const h = this.#hooked;
+    if (h === null) this.#hooked = c;
+    else if (Array.isArray(h)) h.push(c);
+    else this.#hooked = [h, c];
+  }
+
+  /** Withdraws a hook. */
+  unhook(c: Cancelable): void {
+    const h = this.#hooked;
+    if (h === c) this.#hooked = null;
+    else if (Array.isArray(h)) {
+      const i = h.indexOf(c);
+      if (i >= 0) h.splice(i, 1);
+    }
+  }
+
+  /** Leaves (the request's statements are done; a streamed answer may still be sent). */
+  leave(): void {
+    const list = this.#list;
+    if (list === null) return;
+    this.#list = null;
+    list.remove(this);
+  }
+}
+
+/** The requests in flight, as a list (O(1) entry and exit). */
+class InFlightList {
+  head: InFlight | null = null;
+  size = 0;
+
+  constructor(readonly onEmpty: () => void) {}
+
+  add(e: InFlight): void {
+    e.next = this.head;
+    if (this.head) this.head.prev = e;
+    this.head = e;
+    this.size++;
+  }
+
+  remove(e: InFlight): void {
+    if (e.prev) e.prev.next = e.next;
+    else this.head = e.next;
+    if (e.next) e.next.prev = e.prev;
+    e.prev = e.next = null;
+    if (--this.size === 0) this.onEmpty();
+  }
+
+  /** The entries (a copy: aborting one may make it leave). */
+  all(): InFlight[] {
+    const out: InFlight[] = [];
+    for (let e = this.head; e; e = e.next) out.push(e);
+    return out;
+  }
+}
+
 /** Holds the state, counts in-flight requests and performs reloads. */
 export class Runtime {
   state: AppState | null = null;
-  #inflight = new Set<AbortController>();
+  readonly #inflight = new InFlightList(() => this.#idle?.());
   #held = 0;
   #hold: Promise<void> | null = null;
   #release: (() => void) | null = null;
@@ -51,25 +140,23 @@ export class Runtime {
   /** Creates the runtime for a configuration. */
   constructor(readonly cfg: Config) {}
 
-  /** Enters a request: waits while a reload holds requests. Returns its abort signal and exit. */
-  async enter(): Promise<{ signal: AbortSignal; leave: () => void }> {
-    if (this.#hold) {
-      this.#held++;
-      try {
-        while (this.#hold) await this.#hold;
-      } finally {
-        this.#held--;
-      }
+  /**
+   * Enters a request: waits while a reload holds requests (a promise then; otherwise the entry at
+   * once, no promise). Returns its abort controller and exit.
+   */
+  enter(): InFlight | Promise<InFlight> {
+    if (this.#hold) return this.#enterHeld();
+    return new InFlight(this.#inflight);
+  }
+
+  async #enterHeld(): Promise<InFlight> {
+    this.#held++;
+    try {
+      while (this.#hold) await this.#hold;
+    } finally {
+      this.#held--;
     }
-    const ac = new AbortController();
-    this.#inflight.add(ac);
-    return {
-      signal: ac.signal,
-      leave: () => {
-        this.#inflight.delete(ac);
-        if (this.#inflight.size === 0) this.#idle?.();
-      },
-    };
+    return new InFlight(this.#inflight);
   }
 
   /** Number of requests in flight. */
@@ -97,7 +184,7 @@ export class Runtime {
       log.warn("drain timeout: cancelling {count} in-flight request(s)", {
         count: this.#inflight.size,
       });
-      for (const ac of this.#inflight) ac.abort(new Error("cancelled by reload"));
+      for (const ac of this.#inflight.all()) ac.abort(new Error("cancelled by reload"));
     }
   }
 

@@ -16,9 +16,17 @@ export interface Deadline {
   clear(): void;
 }
 
-interface Entry {
-  at: number;
-  expire: () => void;
+/** A deadline in force: one object per deadline (no closures). */
+class Entry implements Deadline {
+  constructor(public at: number, readonly expire: () => void) {}
+
+  extend(ms: number): void {
+    this.at = performance.now() + ms;
+  }
+
+  clear(): void {
+    entries.delete(this);
+  }
 }
 
 const entries = new Set<Entry>();
@@ -41,14 +49,11 @@ function sweep(): void {
 
 /** Calls `expire` once, about `ms` from now, unless the deadline is cleared first. */
 export function deadline(ms: number, expire: () => void): Deadline {
-  const e: Entry = { at: performance.now() + ms, expire };
+  const e = new Entry(performance.now() + ms, expire);
   entries.add(e);
   if (sweeper === undefined) {
     sweeper = setInterval(sweep, SWEEP_MS);
     Deno.unrefTimer(sweeper);
   }
-  return {
-    extend: (ms) => (e.at = performance.now() + ms),
-    clear: () => entries.delete(e),
-  };
+  return e;
 }
