@@ -64,6 +64,7 @@ import {
   startFloor,
   startPeer,
   startSvc,
+  v8FlagsOf,
 } from "./lib/procs.ts";
 import {
   type BigProbe,
@@ -1145,7 +1146,9 @@ async function main(): Promise<Report> {
         pgbench: "-n -M prepared -c conns -j min(2, conns) -T duration",
         svc_pool_size: POOL,
         svc_workers: WORKERS[0],
-        svc_v8_flags: flags["svc-v8-flags"] || null,
+        // Read from the running process, not from --svc-v8-flags: without that option svc runs
+        // with its default flags (src/process/v8_flags.ts), as `deno task start` runs it.
+        svc_v8_flags: v8FlagsOf(svcPid)?.join(",") ?? null,
         peer_pool_size: POOL,
         svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true " +
           "--logging.level=error",
