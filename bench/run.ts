@@ -491,7 +491,8 @@ async function main(): Promise<Report> {
   });
   const svcUrl = `${svc.url}/svc`;
   const svcPid = svc.pid;
-  log(`svc pid ${svcPid} at ${svc.url}; RSS ${readMem(svcPid).rss_mb.toFixed(1)} MiB`);
+  const rssAtStart = readMem(svcPid).rss_mb;
+  log(`svc pid ${svcPid} at ${svc.url}; RSS ${rssAtStart.toFixed(1)} MiB`);
 
   const sql = new Client(uri);
   const cases: CaseResult[] = [];
@@ -1153,7 +1154,8 @@ async function main(): Promise<Report> {
         svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true " +
           "--logging.level=error",
         role: `${ROLE}, claims ${CLAIMS}`,
-        svc_rss_at_start_mb: Math.round(big?.baseline_rss_mb ?? 0),
+        // Right after start-up (health answered), before any request.
+        svc_rss_at_start_mb: Math.round(rssAtStart),
         svc_rss_at_end_mb: Math.round(rssEnd.rss_mb),
         svc_peak_rss_one_worker_mb: oneWorkerPeak(cases, scaling, big, WORKERS),
         svc_peak_rss_over_all_runs_mb: Math.round(
