@@ -64,6 +64,7 @@ import {
   startFloor,
   startPeer,
   startSvc,
+  v8FlagsOf,
 } from "./lib/procs.ts";
 import {
   type BigProbe,
@@ -491,7 +492,8 @@ async function main(): Promise<Report> {
   });
   const svcUrl = `${svc.url}/svc`;
   const svcPid = svc.pid;
-  log(`svc pid ${svcPid} at ${svc.url}; RSS ${readMem(svcPid).rss_mb.toFixed(1)} MiB`);
+  const rssAtStart = readMem(svcPid).rss_mb;
+  log(`svc pid ${svcPid} at ${svc.url}; RSS ${rssAtStart.toFixed(1)} MiB`);
 
   const sql = new Client(uri);
   const cases: CaseResult[] = [];
@@ -1146,12 +1148,15 @@ async function main(): Promise<Report> {
         pgbench: "-n -M prepared -c conns -j min(2, conns) -T duration",
         svc_pool_size: POOL,
         svc_workers: WORKERS[0],
-        svc_v8_flags: flags["svc-v8-flags"] || null,
+        // Read from the running process, not from --svc-v8-flags: without that option svc runs
+        // with its default flags (src/process/v8_flags.ts), as `deno task start` runs it.
+        svc_v8_flags: v8FlagsOf(svcPid)?.join(",") ?? null,
         peer_pool_size: POOL,
         svc_flags: "--pg.query.allow_rollback=true --pg.query.allow_sql=true " +
           "--logging.level=error",
         role: `${ROLE}, claims ${CLAIMS}`,
-        svc_rss_at_start_mb: Math.round(big?.baseline_rss_mb ?? 0),
+        // Right after start-up (health answered), before any request.
+        svc_rss_at_start_mb: Math.round(rssAtStart),
         svc_rss_at_end_mb: Math.round(rssEnd.rss_mb),
         svc_peak_rss_one_worker_mb: oneWorkerPeak(cases, scaling, big, WORKERS),
         svc_peak_rss_over_all_runs_mb: Math.round(

@@ -57,6 +57,29 @@ export function readMem(pid: number): Mem {
   return { rss_mb: kb("VmRSS") / 1024, hwm_mb: kb("VmHWM") / 1024 };
 }
 
+/**
+ * The V8 flags a running process was started with: its `--v8-flags=` arguments (from
+ * /proc/<pid>/cmdline) and its `DENO_V8_FLAGS` (from /proc/<pid>/environ), as V8 sees them —
+ * what the bench reports, so that a report says what svc really ran with. Empty when neither
+ * is set (V8's own defaults); null when /proc cannot be read.
+ */
+export function v8FlagsOf(pid: number): string[] | null {
+  try {
+    const args = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+    const env = Deno.readTextFileSync(`/proc/${pid}/environ`).split("\0");
+    // deno stops reading its own options at the script: later `--v8-flags=` are the script's.
+    const script = args.findIndex((a, i) => i > 1 && !a.startsWith("-"));
+    const own = script < 0 ? args : args.slice(0, script);
+    const fromArgs = own.filter((a) => a.startsWith("--v8-flags="))
+      .flatMap((a) => a.slice("--v8-flags=".length).split(","));
+    const fromEnv = env.find((e) => e.startsWith("DENO_V8_FLAGS="))
+      ?.slice("DENO_V8_FLAGS=".length).split(",") ?? [];
+    return [...fromEnv, ...fromArgs].filter(Boolean);
+  } catch {
+    return null;
+  }
+}
+
 /** Resets VmHWM to the current RSS (writing 5 to /proc/<pid>/clear_refs); false if refused. */
 export function resetPeak(pid: number): boolean {
   try {

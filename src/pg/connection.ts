@@ -664,8 +664,8 @@ export class Connection {
     this.#sending = null;
     this.#writing = false;
     w.pos = 0;
-    // A writer grown by a huge batch is not kept.
-    this.#spare = w.buf.length > 1 << 20 ? new P.Writer(WRITE_SIZE) : w;
+    // A writer grown by a large batch is not kept (up to 1 MiB each, two per connection).
+    this.#spare = w.buf.length > WRITE_SIZE ? new P.Writer(WRITE_SIZE) : w;
     this.#flush();
   };
 

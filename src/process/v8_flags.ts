@@ -10,11 +10,21 @@
  */
 
 /**
- * `--max-semi-space-size=2`: the young generation's semi-spaces capped at 2 MiB (V8 grows them
- * to 16–32 MiB under load). Peak RSS over the whole bench with one worker drops from 201–298 to
- * ≈ 130–155 MiB at no CPU cost measurable per request. Applies to every worker's heap.
+ * - `--max-semi-space-size=2`: the young generation's semi-spaces capped at 2 MiB (V8 grows them
+ *   to 16–32 MiB under load).
+ * - `--heap-growing-percent=200`: after a mark-compact the old generation may grow to 3× what
+ *   survived before the next one (V8's own factor reaches 4× for a heap of svc's size: ≈ 17 MiB
+ *   live became ≈ 68 MiB of mostly promoted garbage). Peak RSS of a one-worker svc through the
+ *   primary-key read and the nested write at 1/10/50 connections: 137 → 120 and 151 → 132 MiB,
+ *   svc CPU per request unchanged (median ratio 1.01 and 1.00 over 16 alternating rounds).
+ *   `=100` saves ≈ 15 MiB more but measured 10–23% more CPU per request: not the default.
+ *
+ * Both apply to every worker's heap. See docs/performance.md ("Memory").
  */
-export const DEFAULT_V8_FLAGS: readonly string[] = ["--max-semi-space-size=2"];
+export const DEFAULT_V8_FLAGS: readonly string[] = [
+  "--max-semi-space-size=2",
+  "--heap-growing-percent=200",
+];
 
 /** {@link DEFAULT_V8_FLAGS} as one `deno run` / `deno compile` argument. */
 export const DEFAULT_V8_FLAGS_ARG: string = `--v8-flags=${DEFAULT_V8_FLAGS.join(",")}`;

@@ -10,7 +10,7 @@ import { emptyDb, stopDb } from "../helpers/db.ts";
 const PROBE = new URL("../fixtures/conn_buffer_probe.ts", import.meta.url).pathname;
 const MIB = 24;
 
-Deno.test("a connection keeps no large receive buffer after a large row", async () => {
+Deno.test("a connection keeps no large receive or send buffer after a large row or parameter", async () => {
   const uri = await emptyDb("conn_buffers");
   try {
     const out = await new Deno.Command(Deno.execPath(), {
@@ -28,6 +28,9 @@ Deno.test("a connection keeps no large receive buffer after a large row", async 
     // connection open and idle, external memory is back near where it was.
     assert.ok(r.afterSmall < r.base + 4, text);
     assert.ok(r.afterStream < r.base + 4, text);
+    // The 200 KiB parameter's send buffer (1 MiB) is not kept either.
+    assert.equal(r.sent, String(200 * 1024).length + 2); // [204800]
+    assert.ok(r.afterParam < r.base + 0.5, text);
   } finally {
     await stopDb();
   }

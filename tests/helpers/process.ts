@@ -19,10 +19,14 @@ export interface SvcProcess {
   stop(): Promise<Deno.CommandStatus>;
 }
 
-/** Starts `main.ts` with flags; port and secret are chosen here. */
+/**
+ * Starts `main.ts` with flags; port and secret are chosen here. `denoArgs` go before the script
+ * (e.g. `--inspect=…`).
+ */
 export async function spawnSvc(
   flags: string[],
   env: Record<string, string> = {},
+  denoArgs: string[] = [],
 ): Promise<SvcProcess> {
   const port = freePort();
   const secrets = await Deno.makeTempDir({ prefix: "svc-secrets-" });
@@ -30,6 +34,7 @@ export async function spawnSvc(
     args: [
       "run",
       "-A",
+      ...denoArgs,
       MAIN,
       "--http.host=127.0.0.1",
       `--http.port=${port}`,
