@@ -859,7 +859,13 @@ export class Connection {
           this.#queue.length = 0;
           this.#qHead = 0;
         }
-        this.#settle(p);
+        try {
+          this.#settle(p);
+        } catch (e) {
+          // Already out of the queue: the connection's failure would not reach it.
+          p.reject(e);
+          throw e;
+        }
         return;
       }
       case 0x45: { // 'E' ErrorResponse
