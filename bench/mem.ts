@@ -15,8 +15,8 @@ import { startCluster } from "../src/db/cluster.ts";
 import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
-import { type Child, cpuMs, readMem, startSvc } from "./lib/procs.ts";
-import { parseVariant } from "./lib/variants.ts";
+import { type Child, cpuMs, readMem } from "./lib/procs.ts";
+import { parseVariant, startVariant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -46,15 +46,11 @@ try {
     JSON.stringify(WELLKNOWN_FILE),
   );
   for (const v of variants) {
-    const svc = await startSvc({
+    const svc = await startVariant(v, {
       pgUri: uri,
       poolSize: Number(flags.pool),
-      wellknownDir: `${tmp}/wellknown`,
-      secretsDir: `${tmp}/secrets`,
-      logFile: `${tmp}/svc-${v.name}.log`,
-      flags: ["--http.workers=1", ...v.flags],
-      main: v.main,
-      env: v.env,
+      tmp,
+      flags: ["--http.workers=1"],
     });
     procs.push(svc);
     const line = [`${v.name}: start ${readMem(svc.pid).rss_mb.toFixed(0)} MiB`];

@@ -40,7 +40,7 @@ import { startCluster } from "../src/db/cluster.ts";
 import { CASES, PK_FLOOR_SQL } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, pgbench, pgbenchScript, wrk } from "./lib/load.ts";
-import { type Child, CpuMonitor, cpuMs, startFloor, startSvc } from "./lib/procs.ts";
+import { type Child, CpuMonitor, cpuMs, startFloor } from "./lib/procs.ts";
 import { summarizeProfile } from "./lib/cpuprof.ts";
 import { findPgBin } from "../src/db/cluster.ts";
 import { Client } from "../src/pg/client.ts";
@@ -51,7 +51,7 @@ import {
   resetStatements,
   type StatementsPerRequest,
 } from "./lib/statements.ts";
-import { parseVariant, type Variant } from "./lib/variants.ts";
+import { parseVariant, startVariant, type Variant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -160,15 +160,10 @@ try {
         logFile: `${tmp}/floor.log`,
         denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
       })
-      : await startSvc({
+      : await startVariant(v, {
         pgUri: uri,
         poolSize: Number(flags.pool),
-        wellknownDir: `${tmp}/wellknown`,
-        secretsDir: `${tmp}/secrets`,
-        logFile: `${tmp}/svc-${v.name}.log`,
-        flags: v.flags,
-        main: v.main,
-        env: v.env,
+        tmp,
         denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
       });
     procs.set(v.name, child);

@@ -22,8 +22,8 @@ import { startCluster } from "../src/db/cluster.ts";
 import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
-import { type Child, CpuMonitor, cpuMs, startSvc } from "./lib/procs.ts";
-import { parseVariant, type Variant } from "./lib/variants.ts";
+import { type Child, CpuMonitor, cpuMs } from "./lib/procs.ts";
+import { parseVariant, startVariant, type Variant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -186,15 +186,11 @@ try {
     Deno.readTextFileSync(`${cluster.dir}/data/postmaster.pid`).split("\n")[0],
   );
   for (const v of variants) {
-    const child = await startSvc({
+    const child = await startVariant(v, {
       pgUri: uri,
       poolSize: Number(flags.pool),
-      wellknownDir: `${tmp}/wellknown`,
-      secretsDir: `${tmp}/secrets`,
-      logFile: `${tmp}/svc-${v.name}.log`,
-      flags: ["--http.workers=1", ...v.flags],
-      main: v.main,
-      env: v.env,
+      tmp,
+      flags: ["--http.workers=1"],
     });
     procs.set(v.name, child);
     log(`${v.name}: svc pid ${child.pid} ${v.main ?? ""} ${v.flags.join(" ")}`);

@@ -3,6 +3,7 @@
  * write_after_read.ts, mem.ts): a name, another checkout's main.ts, svc flags, and upper-case
  * `NAME=value` entries as environment variables.
  */
+import { type Child, startSvc } from "./procs.ts";
 
 /** One svc configuration under test. */
 export interface Variant {
@@ -29,4 +30,31 @@ export function parseVariant(spec: string): Variant {
     }),
   );
   return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
+}
+
+/** Where and how the bench tools start a {@link Variant}. */
+export interface VariantStart {
+  pgUri: string;
+  poolSize: number;
+  /** The tool's temp directory: its `wellknown` and `secrets` folders, `svc-<name>.log`. */
+  tmp: string;
+  /** Flags before the variant's own (e.g. `--http.workers=1`). */
+  flags?: string[];
+  /** Extra `deno run` options (e.g. `--cpu-prof`). */
+  denoArgs?: string[];
+}
+
+/** Starts svc as variant `v`: its main.ts, flags and environment. */
+export function startVariant(v: Variant, o: VariantStart): Promise<Child> {
+  return startSvc({
+    pgUri: o.pgUri,
+    poolSize: o.poolSize,
+    wellknownDir: `${o.tmp}/wellknown`,
+    secretsDir: `${o.tmp}/secrets`,
+    logFile: `${o.tmp}/svc-${v.name}.log`,
+    flags: [...(o.flags ?? []), ...v.flags],
+    main: v.main,
+    env: v.env,
+    denoArgs: o.denoArgs,
+  });
 }

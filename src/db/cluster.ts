@@ -63,6 +63,34 @@ function isRoot(): boolean {
 }
 
 /**
+ * psql's command line for a superuser script on 127.0.0.1:`port` (no psqlrc, quiet, stop at the
+ * first error), with `extra` options before the connection (e.g. `-A -t` for bare values).
+ */
+export function psqlCommand(
+  bin: string,
+  port: number,
+  database: string,
+  extra: string[] = [],
+): string[] {
+  return [
+    `${bin}/psql`,
+    "-X",
+    "-q",
+    ...extra,
+    "-v",
+    "ON_ERROR_STOP=1",
+    "-h",
+    "127.0.0.1",
+    "-p",
+    String(port),
+    "-U",
+    "postgres",
+    "-d",
+    database,
+  ];
+}
+
+/**
  * Runs a command (as the `postgres` OS user when `asPostgres` and this process is root), feeding
  * it `stdin`; its standard output, or an Error with its standard error when it fails.
  */
@@ -240,24 +268,7 @@ function clusterHandle(
     uriFor,
     psql: (sql, database = "postgres") =>
       hasPsql
-        ? runCommand([
-          psqlBin,
-          "-X",
-          "-q",
-          "-v",
-          "ON_ERROR_STOP=1",
-          "-h",
-          "127.0.0.1",
-          "-p",
-          String(port),
-          "-U",
-          "postgres",
-          "-d",
-          database,
-        ], {
-          asPostgres: false,
-          stdin: sql,
-        })
+        ? runCommand(psqlCommand(bin, port, database), { asPostgres: false, stdin: sql })
         : simpleQuery(uriFor(database), sql),
     ctl: (args) =>
       runCommand([`${bin}/pg_ctl`, "-D", data, "-l", `${dir}/log`, ...args], { asPostgres: true }),

@@ -20,7 +20,7 @@ import { transaction } from "../../src/db/run_as.ts";
 import { Client } from "../../src/pg/client.ts";
 import { freePort } from "../../src/db/cluster.ts";
 import { emptyDb, psql, stopDb, testCluster } from "../helpers/db.ts";
-import { startReplica } from "../helpers/replica.ts";
+import { replayAge, startReplica } from "../helpers/replica.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const T = { sanitizeResources: false, sanitizeOps: false };
@@ -74,16 +74,9 @@ Deno.test({
       assert.equal(m.state.lag, 0);
       // An idle primary: no commit for longer than pg.read_max_lag, still caught up.
       await psql("insert into t values (1)", DB);
-      await waitFor(
-        async () =>
-          Number(
-            await replica.psql(
-              "select extract(epoch from now() - pg_last_xact_replay_timestamp())",
-              DB,
-            ),
-          ) > 1.5,
-        { what: "the last replayed commit older than 1.5 s" },
-      );
+      await waitFor(async () => await replayAge(replica, DB) > 1.5, {
+        what: "the last replayed commit older than 1.5 s",
+      });
       await m.check();
       assert.deepEqual({ ...m.state }, { up: true, lag: 0 });
       await replica.ctl(["-m", "fast", "-w", "stop"]);

@@ -19,7 +19,7 @@
 import assert from "node:assert/strict";
 import { emptyDb, psql, scalar, stopDb, testCluster } from "../helpers/db.ts";
 import { freshGet, metricValue, spawnSvc, type SvcProcess } from "../helpers/process.ts";
-import { startReplica } from "../helpers/replica.ts";
+import { replayAge, startReplica } from "../helpers/replica.ts";
 import { cookie, now, token } from "../helpers/server.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -248,16 +248,9 @@ Deno.test({
 
       await t.step("an idle primary does not make a caught-up replica lag", async () => {
         // No commit for longer than pg.read_max_lag (1 s): the last replayed commit grows old.
-        await waitFor(
-          async () =>
-            Number(
-              await replica.psql(
-                "select extract(epoch from now() - pg_last_xact_replay_timestamp())",
-                DB,
-              ),
-            ) > 2,
-          { what: "the last replayed commit older than 2 s" },
-        );
+        await waitFor(async () => await replayAge(replica, DB) > 2, {
+          what: "the last replayed commit older than 2 s",
+        });
         for (const s of both) assert.equal(await onReplica(s), true);
       });
 

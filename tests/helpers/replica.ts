@@ -3,7 +3,13 @@
  * loopback into a private directory, started as a hot standby on a free port by the same OS user
  * as the test clusters (`postgres` when the tests run as root). Stopped with the test process.
  */
-import { type Cluster, findPgBin, freePort, runCommand } from "../../src/db/cluster.ts";
+import {
+  type Cluster,
+  findPgBin,
+  freePort,
+  psqlCommand,
+  runCommand,
+} from "../../src/db/cluster.ts";
 import { waitFor } from "./wait.ts";
 
 /** A running (or stopped) streaming replica. */
@@ -18,6 +24,16 @@ export interface Replica {
   ctl(args: string[]): Promise<string>;
   /** Stops the server (fast) and removes the directory. */
   remove(): Promise<void>;
+}
+
+/** Seconds since the last commit the replica replayed (it grows while the primary is idle). */
+export async function replayAge(replica: Replica, database: string): Promise<number> {
+  return Number(
+    await replica.psql(
+      "select extract(epoch from now() - pg_last_xact_replay_timestamp())",
+      database,
+    ),
+  );
 }
 
 function isRoot(): boolean {
@@ -71,27 +87,7 @@ export async function startReplica(primary: Cluster): Promise<Replica> {
   await ctl(["-w", "start"]);
   const uriFor = (db: string) => `postgres://postgres@127.0.0.1:${port}/${db}`;
   const psql = (sql: string, database = "postgres") =>
-    run(
-      [
-        `${bin}/psql`,
-        "-X",
-        "-q",
-        "-A",
-        "-t",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        String(port),
-        "-U",
-        "postgres",
-        "-d",
-        database,
-      ],
-      false,
-      sql,
-    );
+    run(psqlCommand(bin, port, database, ["-A", "-t"]), false, sql);
   let removed = false;
   const replica: Replica = {
     port,

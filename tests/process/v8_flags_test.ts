@@ -4,6 +4,24 @@ import { DEFAULT_V8_FLAGS, DEFAULT_V8_FLAGS_ARG } from "../../src/process/v8_fla
 const root = new URL("../../", import.meta.url);
 const text = (path: string) => Deno.readTextFileSync(new URL(path, root));
 
+/**
+ * Runs `probe` with `deno eval` under exactly `flags` (the caller's DENO_V8_FLAGS removed) and
+ * returns the first number it prints, in MiB.
+ */
+async function evalMiB(flags: readonly string[], probe: string): Promise<number> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", `--v8-flags=${flags.join(",")}`, probe],
+    clearEnv: true,
+    env: Object.fromEntries(
+      Object.entries(Deno.env.toObject()).filter(([k]) => k !== "DENO_V8_FLAGS"),
+    ),
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  return Number(new TextDecoder().decode(out.stdout).trim().split(" ")[0]) / (1024 * 1024);
+}
+
 Deno.test("every way to start svc passes its default V8 flags", () => {
   const tasks = JSON.parse(text("deno.json")).tasks as Record<string, { command: string }>;
   for (const name of ["start", "compile"]) {
@@ -33,25 +51,11 @@ Deno.test("the default V8 flags are V8's and cap the young generation", async ()
       }
     }
     console.log(max);`;
-  const run = async (args: string[]) => {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["eval", ...args, probe],
-      // Only the flags under test (no DENO_V8_FLAGS of the caller's).
-      clearEnv: true,
-      env: Object.fromEntries(
-        Object.entries(Deno.env.toObject()).filter(([k]) => k !== "DENO_V8_FLAGS"),
-      ),
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-    return Number(new TextDecoder().decode(out.stdout).trim()) / (1024 * 1024);
-  };
   const semi = Number(
     DEFAULT_V8_FLAGS.find((f) => f.startsWith("--max-semi-space-size="))!
       .split("=")[1],
   );
-  const capped = await run([DEFAULT_V8_FLAGS_ARG]);
+  const capped = await evalMiB(DEFAULT_V8_FLAGS, probe);
   assert.ok(capped <= 4 * semi + 1, `new space ${capped} MiB with ${DEFAULT_V8_FLAGS_ARG}`);
 });
 
@@ -73,21 +77,11 @@ Deno.test("the default V8 flags keep the old generation's promoted garbage small
       }
     }
     console.log(max, live.length);`;
-  const run = async (flags: readonly string[]) => {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["eval", `--v8-flags=${flags.join(",")}`, probe],
-      clearEnv: true,
-      env: Object.fromEntries(
-        Object.entries(Deno.env.toObject()).filter(([k]) => k !== "DENO_V8_FLAGS"),
-      ),
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-    return Number(new TextDecoder().decode(out.stdout).trim().split(" ")[0]) / (1024 * 1024);
-  };
   const youngOnly = DEFAULT_V8_FLAGS.filter((f) => f.startsWith("--max-semi-space-size="));
-  const [withDefaults, v8Growth] = [await run(DEFAULT_V8_FLAGS), await run(youngOnly)];
+  const [withDefaults, v8Growth] = [
+    await evalMiB(DEFAULT_V8_FLAGS, probe),
+    await evalMiB(youngOnly, probe),
+  ];
   assert.ok(
     withDefaults < 0.9 * v8Growth,
     `old space peak ${withDefaults.toFixed(1)} MiB with ${DEFAULT_V8_FLAGS_ARG}, ` +
