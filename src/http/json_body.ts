@@ -7,7 +7,8 @@
  *
  * @module
  */
-import type { Result, RowSink } from "../pg/connection.ts";
+import type { Result, RowSink, Statement } from "../pg/connection.ts";
+import type { ReadRecord } from "../query/context.ts";
 import type { Database } from "../db/pool.ts";
 import { type EndOptions, FETCH_BATCH, type OpenTx, PRELUDE, runAs } from "../db/run_as.ts";
 import type { RequestRole } from "../auth/roles.ts";
@@ -48,6 +49,8 @@ const utf8 = new TextDecoder();
 /** Scratch buffers reused between answers (at most a few: one per answer being built). */
 const scratch: Uint8Array[] = [];
 const SCRATCH = 16384;
+/** The largest first buffer an expected size gets (beyond it, the buffer grows as it fills). */
+const EXPECTED_MAX = 1 << 20;
 /** What a released sink holds (making a new empty array would cost an ArrayBuffer). */
 const RELEASED = new Uint8Array(0);
 
@@ -62,9 +65,19 @@ export class JsonArraySink implements RowSink {
   /** Rows taken so far. */
   rows = 0;
 
-  /** An empty collector. */
-  constructor() {
-    this.#buf = scratch.pop() ?? new Uint8Array(SCRATCH);
+  /**
+   * An empty collector; `expected`: the answer's likely size in bytes (the last answer of the same
+   * read), so that a larger answer is built in one buffer of about its size instead of growing.
+   */
+  constructor(expected = 0) {
+    this.#buf = expected + 2 > SCRATCH
+      ? new Uint8Array(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
+      : scratch.pop() ?? new Uint8Array(SCRATCH);
+  }
+
+  /** Bytes collected in the current part. */
+  get size(): number {
+    return this.#n;
   }
 
   /** Appends one row (SQL NULL becomes `null`). */
@@ -143,36 +156,53 @@ const SMALL_READ: EndOptions = { end: "commit", oneBatch: true, implicit: true }
  * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
  * go from the connection's receive buffer into the answer, never becoming strings.
  * - Known to fit one batch (`opts.small`): role switch and query in one batch (no begin or commit:
- *   PostgreSQL runs a batch up to its Sync as one transaction), one
- *   round trip.
+ *   PostgreSQL runs a batch up to its Sync as one transaction), one round trip.
+ * - Whose last answer fitted one batch (`opts.seen`, the read's record, kept with the compiled
+ *   read): the same, asking for at most `batch` rows. When more rows come, the batch's
+ *   transaction has ended with the portal, so the read runs again as a cursor read (below): the
+ *   rows of the first try were not sent, and the answer comes from one snapshot.
  * - Otherwise: begin, role switch and the query's first `batch` rows (a portal with a row limit)
  *   in one batch, one round trip. A first part that completes the query is returned at once and
  *   the commit follows off the response's critical path. Otherwise the answer is a stream that
  *   asks the portal for the next `batch` rows only when the client has taken the earlier ones
  *   (back-pressure), so memory stays flat.
- * Errors before the first row reject, so the caller can still answer with an error status.
+ * Each run updates `opts.seen`. Errors before the first row reject, so the caller can still
+ * answer with an error status.
  */
 export async function readJson(
   db: Database,
   who: RequestRole,
   sql: string,
   params: unknown[],
-  opts: { small?: boolean; batch?: number } = {},
+  opts: { small?: boolean; batch?: number; seen?: ReadRecord } = {},
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
-  const sink = new JsonArraySink();
-  if (opts.small) {
+  const seen = opts.seen ?? {};
+  let sink = new JsonArraySink(seen.bytes);
+  if (opts.small || seen.fitted) {
+    let whole = true;
     try {
-      await runAs(db, who, [{ sql, params, sink }], SMALL_READ);
-      return sink.whole();
+      const stmt: Statement = opts.small
+        ? { sql, params, sink }
+        : { sql, params, sink, maxRows: batch };
+      const results = await runAs(db, who, [stmt], SMALL_READ);
+      // Results: the role switch's, then the read's.
+      whole = !results[1].suspended;
+      if (whole) {
+        seen.bytes = sink.size;
+        return sink.whole();
+      }
     } finally {
       sink.release();
     }
+    seen.fitted = false;
+    seen.bytes = undefined;
+    sink = new JsonArraySink();
   }
   try {
     return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {
       end: "open",
-      body: (open) => cursor(open, sink, batch),
+      body: (open) => cursor(open, sink, batch, seen),
     });
   } catch (e) {
     sink.release();
@@ -188,6 +218,7 @@ async function cursor(
   open: OpenTx,
   sink: JsonArraySink,
   batch: number,
+  seen: ReadRecord,
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   let ended = false;
   let streaming = false;
@@ -207,7 +238,9 @@ async function cursor(
     finish(false);
     throw e;
   }
+  seen.fitted = !first.suspended;
   if (!first.suspended) {
+    seen.bytes = sink.size;
     const out = sink.whole();
     finish(true);
     return out;

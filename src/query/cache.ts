@@ -9,6 +9,7 @@
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import type { AppState } from "../state/runtime.ts";
 import { BoundedCache, type BoundedCacheOptions } from "../util/bounded_cache.ts";
+import type { ReadRecord } from "./context.ts";
 
 /** Requests longer than this are not cached. */
 export const CACHE_MAX_KEY = 4096;
@@ -16,6 +17,8 @@ export const CACHE_MAX_KEY = 4096;
 /** A compiled plain read and whether it fits one fetch batch. */
 export interface CachedRead extends Statement {
   small: boolean;
+  /** What its last run answered (updated by each run). */
+  seen: ReadRecord;
   /** Whether it may run on a read replica (no node calls a VOLATILE function). */
   replica?: boolean;
 }

@@ -55,6 +55,19 @@ export interface QueryContext {
     who: RequestRole,
     sql: string,
     params: unknown[],
-    opts: { small?: boolean },
+    opts: { small?: boolean; seen?: ReadRecord },
   ) => Promise<Body>;
+}
+
+/**
+ * What the last run of a cached read answered, kept with the compiled read (src/query/cache.ts)
+ * and updated by the read itself (src/http/json_body.ts): whether the answer came whole in the
+ * first fetch batch, and its size in bytes. A read whose last answer fitted one batch runs as one
+ * (one round trip, no `begin` and `commit`), and its answer's buffer starts at the last size.
+ */
+export interface ReadRecord {
+  /** The last answer came whole in the first fetch batch. */
+  fitted?: boolean;
+  /** The last answer's size in bytes. */
+  bytes?: number;
 }

@@ -39,11 +39,12 @@ async function plainRead(ctx: QueryContext, r: Resolved, cacheKey?: string): Pro
   const stmt: CachedRead = {
     ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
     small: isSmall(r.node),
+    seen: {},
     replica: ctx.read !== undefined && readOnlyTree(r.node, ctx.state.schema),
   };
   if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
   const db = stmt.replica ? ctx.read!() : ctx.db;
-  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, { small: stmt.small });
+  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt);
 }
 
 /**
@@ -54,11 +55,8 @@ function cachedRead(ctx: QueryContext, key: string): Promise<Body> | undefined {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
   const db = stmt.replica && ctx.read ? ctx.read() : ctx.db;
-  return ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt.small ? SMALL : LARGE);
+  return ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt);
 }
-
-const SMALL = { small: true };
-const LARGE = { small: false };
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {
   return rows.map((row) => (typeof row.j === "string" ? JSON.parse(row.j) : row.j));
