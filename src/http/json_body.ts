@@ -51,6 +51,39 @@ const scratch: Uint8Array[] = [];
 const SCRATCH = 16384;
 /** The largest first buffer an expected size gets (beyond it, the buffer grows as it fills). */
 const EXPECTED_MAX = 1 << 20;
+/**
+ * Whole answers' buffers larger than the scratch size that a sink handed over (see
+ * {@link recycleAnswer}), and those given back, for the next answers of about their size: a new
+ * buffer costs its zeroing and, being external memory, brings the garbage collector sooner.
+ */
+const handedOver = new WeakSet<ArrayBufferLike>();
+const spare: Uint8Array[] = [];
+const SPARE_MAX = 4;
+
+/** A buffer of at least `n` bytes: a spare one if one is large enough, else a new one. */
+function answerBuffer(n: number): Uint8Array {
+  for (let i = 0; i < spare.length; i++) {
+    const b = spare[i];
+    if (b.length >= n) {
+      spare[i] = spare[spare.length - 1];
+      spare.pop();
+      return b;
+    }
+  }
+  return new Uint8Array(n);
+}
+
+/**
+ * Gives back the buffer of a whole answer of {@link readJson} once nothing refers to its bytes any
+ * more: `new Response(bytes)` copies them (src/http/server.ts calls this right after). Bytes of
+ * any other origin are left alone.
+ */
+export function recycleAnswer(bytes: Uint8Array): void {
+  const buf = bytes.buffer;
+  if (!handedOver.delete(buf)) return;
+  if (spare.length < SPARE_MAX && buf.byteLength <= EXPECTED_MAX) spare.push(new Uint8Array(buf));
+}
+
 /** What a released sink holds (making a new empty array would cost an ArrayBuffer). */
 const RELEASED = new Uint8Array(0);
 
@@ -71,7 +104,7 @@ export class JsonArraySink implements RowSink {
    */
   constructor(expected = 0) {
     this.#buf = expected + 2 > SCRATCH
-      ? new Uint8Array(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
+      ? answerBuffer(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
       : scratch.pop() ?? new Uint8Array(SCRATCH);
   }
 
@@ -113,6 +146,7 @@ export class JsonArraySink implements RowSink {
     // A grown buffer (an answer over the scratch size) is handed over as it is, not copied: it is
     // at least half full (it doubled only when needed). The next part gets one of the same size.
     const out = this.#buf.subarray(0, n);
+    if (last) handedOver.add(this.#buf.buffer);
     this.#buf = last ? RELEASED : new Uint8Array(this.#buf.length);
     return out;
   }

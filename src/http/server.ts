@@ -18,6 +18,7 @@ import { type Answer, type Call, type Cluster, type DispatchDeps, dispatcher } f
 import { failure, finish, type Finished, finished, finishFields } from "./finish.ts";
 import { decorate, decorateFields } from "./decorate.ts";
 import { PlainAnswer } from "./plain_answer.ts";
+import { recycleAnswer } from "./json_body.ts";
 
 export type { Cluster };
 
@@ -133,7 +134,10 @@ export function createApp(deps: AppDeps): App {
       return new Response(null, { status: a.status, headers: fields });
     }
     const res = withFields(a.body as BodyInit, a.status, fields);
-    return streamed ? markStreamed(res) : res;
+    if (streamed) return markStreamed(res);
+    // The Response copied the bytes: a read's answer buffer serves the next answer.
+    if (a.body instanceof Uint8Array) recycleAnswer(a.body);
+    return res;
   };
   return { fetch };
 }

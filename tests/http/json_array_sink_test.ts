@@ -3,7 +3,7 @@
  * parts, and a part handed out never changes afterwards (big parts are handed over, not copied).
  */
 import assert from "node:assert/strict";
-import { JsonArraySink } from "../../src/http/json_body.ts";
+import { JsonArraySink, recycleAnswer } from "../../src/http/json_body.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -82,4 +82,41 @@ Deno.test("many answers one after another do not share bytes", () => {
   }
   for (const { out, text } of outs) assert.equal(dec.decode(out), text);
   assert.deepEqual(outs.map(({ text }) => JSON.parse(text)[0].i), [...Array(40).keys()]);
+});
+
+Deno.test("an answer built at its expected size is one buffer; given back, it serves the next answer", () => {
+  const build = (expected: number, rows: number, size: number) => {
+    const sink = new JsonArraySink(expected);
+    for (let i = 0; i < rows; i++) {
+      const r = row(i, size);
+      sink.row(r.buf, r.start, r.end);
+    }
+    const n = sink.size;
+    const out = sink.whole() as Uint8Array;
+    sink.release();
+    return { out, n };
+  };
+  const a = build(0, 7, 10_000);
+  assert.equal(a.out.length, a.n + 1, "the whole answer: the rows and the closing bracket");
+  const b = build(a.n, 7, 10_000);
+  assert.equal(b.out.byteOffset, 0);
+  assert.ok(b.out.buffer.byteLength >= b.n + 1, "built in the one buffer of the expected size");
+  assert.ok(b.out.buffer.byteLength < 2 * b.n, "not grown by doubling");
+  const text = dec.decode(b.out);
+  // Given back after its response copied it: the next answer of that size reuses the buffer.
+  recycleAnswer(b.out);
+  const c = build(b.n, 7, 10_000);
+  assert.equal(c.out.buffer, b.out.buffer, "the buffer given back serves the next answer");
+  assert.equal(dec.decode(c.out), text);
+  // Given back twice, or bytes the sink never handed over: never reused.
+  recycleAnswer(c.out);
+  recycleAnswer(c.out);
+  const d = build(b.n, 7, 10_000);
+  const e = build(b.n, 7, 10_000);
+  assert.equal(d.out.buffer, c.out.buffer);
+  assert.notEqual(e.out.buffer, d.out.buffer, "one buffer given back twice is reused once");
+  const foreign = new Uint8Array(b.n + 100);
+  recycleAnswer(foreign);
+  const f = build(b.n, 7, 10_000);
+  assert.notEqual(f.out.buffer, foreign.buffer, "bytes of another origin are left alone");
 });

@@ -372,6 +372,38 @@ Deno.test("clients that disconnect mid-stream give their connections back", asyn
   assert.deepEqual(r.body, [{ genre_id: 1, name: "Rock" }]);
 });
 
+Deno.test("concurrent answers of many sizes each come whole and unmixed, run after run", async () => {
+  // Answers over 16 KiB are built in buffers reused between requests (src/http/json_body.ts):
+  // each response must still be exactly its own answer, whatever ran beside it.
+  const reads = [3, 8, 20, 40, 1].map((n) => ({
+    relation: "artist",
+    where: ["<=", "artist_id", n],
+    order_by: ["artist_id"],
+    join: {
+      albums: {
+        relation: "album",
+        on: { artist_id: "artist_id" },
+        order_by: ["album_id"],
+        join: {
+          tracks: { relation: "track", on: { album_id: "album_id" }, order_by: ["track_id"] },
+        },
+      },
+    },
+  }));
+  const want: string[] = [];
+  for (const q of reads) want.push(await (await srv.post("/svc", q)).text());
+  assert.ok(want.filter((t) => t.length > 16384).length >= 3, "several answers over 16 KiB");
+  for (let round = 0; round < 4; round++) {
+    const order = Array.from({ length: 40 }, (_, i) => (i * 7 + round) % reads.length);
+    const got = await Promise.all(order.map(async (k) => {
+      const res = await srv.post("/svc", reads[k]);
+      assert.equal(res.status, 200);
+      return await res.text();
+    }));
+    got.forEach((t, i) => assert.equal(t, want[order[i]], `round ${round}, request ${i}`));
+  }
+});
+
 Deno.test("teardown", async () => {
   await sql.end();
   await srv.stop();
