@@ -16,7 +16,7 @@ import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
 import { type Child, cpuMs, readMem } from "./lib/procs.ts";
-import { parseVariant, startVariant } from "./lib/variants.ts";
+import { parseVariant, startVariant, toolDir } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -33,18 +33,11 @@ const { values: flags } = parseArgs({
 const log = (s: string) => console.error(`[mem] ${s}`);
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
 const variants = flags.variant.map(parseVariant);
-const tmp = await Deno.makeTempDir({ prefix: "svc-mem-" });
-Deno.mkdirSync(`${tmp}/wellknown`);
-Deno.mkdirSync(`${tmp}/secrets`);
+const tmp = await toolDir("svc-mem-");
 const cluster = await startCluster();
 const procs: Child[] = [];
 try {
   const { uri } = await loadScaledChinook(cluster, "bench", Number(flags.scale));
-  const { WELLKNOWN_FILE } = await import("./lib/cases.ts");
-  Deno.writeTextFileSync(
-    `${tmp}/wellknown/${WELLKNOWN_FILE.name}.json`,
-    JSON.stringify(WELLKNOWN_FILE),
-  );
   for (const v of variants) {
     const svc = await startVariant(v, {
       pgUri: uri,

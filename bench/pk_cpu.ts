@@ -51,7 +51,7 @@ import {
   resetStatements,
   type StatementsPerRequest,
 } from "./lib/statements.ts";
-import { parseVariant, startVariant, type Variant } from "./lib/variants.ts";
+import { parseVariant, startVariant, toolDir, type Variant } from "./lib/variants.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -94,11 +94,9 @@ const pk = CASES.find((c) => c.id === flags.case);
 if (!pk) throw new Error(`unknown case ${flags.case} (${CASES.map((c) => c.id).join(", ")})`);
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
 
-const tmp = await Deno.makeTempDir({ prefix: "svc-pk-cpu-" });
+const tmp = await toolDir("svc-pk-cpu-");
 const bodyFile = `${tmp}/${pk.id}.json`;
 Deno.writeTextFileSync(bodyFile, JSON.stringify(pk.body));
-Deno.mkdirSync(`${tmp}/wellknown`);
-Deno.mkdirSync(`${tmp}/secrets`);
 
 log("starting PostgreSQL");
 const cluster = await startCluster();

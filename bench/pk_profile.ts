@@ -19,6 +19,7 @@
 import { parseArgs } from "node:util";
 import { freePort, startCluster } from "../src/db/cluster.ts";
 import { CASES } from "./lib/cases.ts";
+import { toolDir } from "./lib/variants.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ensureWrk, wrk } from "./lib/load.ts";
 import { startSvc } from "./lib/procs.ts";
@@ -59,13 +60,11 @@ const kase = CASES.find((c) => c.id === flags.case);
 if (!kase) throw new Error(`unknown case ${flags.case} (${CASES.map((c) => c.id).join(", ")})`);
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
 const top = Number(flags.top);
-const tmp = await Deno.makeTempDir({ prefix: "svc-pk-profile-" });
+const tmp = await toolDir("svc-pk-profile-");
 const out = flags.out ?? tmp;
 Deno.mkdirSync(out, { recursive: true });
 const bodyFile = `${tmp}/body.json`;
 Deno.writeTextFileSync(bodyFile, JSON.stringify(kase.body));
-Deno.mkdirSync(`${tmp}/wellknown`);
-Deno.mkdirSync(`${tmp}/secrets`);
 
 log("starting PostgreSQL");
 const cluster = await startCluster();
@@ -110,6 +109,16 @@ try {
   const load = (duration: number) =>
     wrk({ url: `${svc!.url}/svc`, bodyFile, connections: Number(flags.connections), duration });
 
+  // The case must answer 200: a profile of error answers would measure the error path.
+  const check = await fetch(`${svc.url}/svc`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(kase.body),
+  });
+  const text = await check.text();
+  if (check.status !== 200) {
+    throw new Error(`${kase.id} answered ${check.status}: ${text.slice(0, 300)}`);
+  }
   await load(Number(flags.warmup));
   await call("Profiler.enable");
   await call("HeapProfiler.enable");

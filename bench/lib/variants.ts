@@ -4,6 +4,7 @@
  * `NAME=value` entries as environment variables.
  */
 import { type Child, startSvc } from "./procs.ts";
+import { WELLKNOWN_FILE } from "./cases.ts";
 
 /** One svc configuration under test. */
 export interface Variant {
@@ -57,4 +58,19 @@ export function startVariant(v: Variant, o: VariantStart): Promise<Child> {
     env: v.env,
     denoArgs: o.denoArgs,
   });
+}
+
+/**
+ * Makes a comparison tool's temp directory: its `wellknown` folder holding the `wellknown` case's
+ * query (bench/lib/cases.ts) and an empty `secrets` folder, as {@link startVariant} expects.
+ */
+export async function toolDir(prefix: string): Promise<string> {
+  const tmp = await Deno.makeTempDir({ prefix });
+  Deno.mkdirSync(`${tmp}/wellknown`);
+  Deno.mkdirSync(`${tmp}/secrets`);
+  Deno.writeTextFileSync(
+    `${tmp}/wellknown/${WELLKNOWN_FILE.name}.json`,
+    JSON.stringify(WELLKNOWN_FILE),
+  );
+  return tmp;
 }
