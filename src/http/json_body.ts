@@ -61,6 +61,8 @@ export class JsonArraySink implements RowSink {
   #n = 0;
   /** Rows taken so far. */
   rows = 0;
+  /** Rows larger than this are refused by the client (src/pg/connection.ts); Infinity: none. */
+  maxRowBytes = Infinity;
 
   /** An empty collector. */
   constructor() {
@@ -151,16 +153,18 @@ const SMALL_READ: EndOptions = { end: "commit", oneBatch: true, implicit: true }
  *   asks the portal for the next `batch` rows only when the client has taken the earlier ones
  *   (back-pressure), so memory stays flat.
  * Errors before the first row reject, so the caller can still answer with an error status.
+ * `opts.maxRowBytes`: a larger row fails the read (a PgRowTooLargeError) without being buffered.
  */
 export async function readJson(
   db: Database,
   who: RequestRole,
   sql: string,
   params: unknown[],
-  opts: { small?: boolean; batch?: number } = {},
+  opts: { small?: boolean; batch?: number; maxRowBytes?: number } = {},
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
   const sink = new JsonArraySink();
+  if (opts.maxRowBytes !== undefined) sink.maxRowBytes = opts.maxRowBytes;
   if (opts.small) {
     try {
       await runAs(db, who, [{ sql, params, sink }], SMALL_READ);
