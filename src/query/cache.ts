@@ -15,7 +15,8 @@ export const CACHE_MAX_KEY = 4096;
 
 /** A compiled plain read and whether it fits one fetch batch. */
 export interface CachedRead extends Statement {
-  small: boolean;
+  /** How it is read: its size class and the row cap svc's client enforces (none: in its SQL). */
+  read: { small: boolean; maxRowBytes?: number };
   /** Whether it may run on a read replica (no node calls a VOLATILE function). */
   replica?: boolean;
 }
