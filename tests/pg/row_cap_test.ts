@@ -140,7 +140,11 @@ Deno.test({
   },
 });
 
-/** Answers each batch of the fake server: a row of `n` bytes, chunked very small around it. */
+/**
+ * Answers each batch of the fake server with rows `a`, a row of `n` bytes, `c`: everything up to
+ * the big row's first 12 bytes (its header, column count and length) one byte at a time, the rest
+ * in pieces of up to 600 bytes.
+ */
 async function answerRows(c: FakeConn, sizes: number[]): Promise<void> {
   if (!await c.startup()) return;
   await c.send(hello());
@@ -148,27 +152,26 @@ async function answerRows(c: FakeConn, sizes: number[]): Promise<void> {
     const msgs = await c.untilSync();
     if (!msgs.length || msgs.some((m) => m.type === "X")) return;
     const n = sizes[Math.min(batch, sizes.length - 1)];
-    const body = concat([
+    const head = concat([
       B.parseComplete(),
       B.bindComplete(),
       B.rowDescription([{ name: "j", oid: 25 }]),
       B.dataRow(["a"]),
+    ]);
+    const body = concat([
+      head,
       B.dataRow(["b".repeat(n)]),
       B.dataRow(["c"]),
       B.commandComplete("SELECT 3"),
       B.rfq(),
     ]);
-    // One byte at a time around the rows' headers, then pieces of a few hundred bytes.
     const chunks: number[] = [];
-    for (let i = 0; i < 40; i++) chunks.push(1);
-    for (let o = 40; o < body.length; o += 257) chunks.push(i32Sized(o));
+    for (let i = 0; i < head.length + 12; i++) chunks.push(1);
+    for (let o = head.length + 12; o < body.length; o += chunks[chunks.length - 1]) {
+      chunks.push(1 + (o * 7919) % 600);
+    }
     await c.send(body, chunks);
   }
-}
-
-/** Chunk sizes between 1 and 600 bytes, varying with the offset. */
-function i32Sized(o: number): number {
-  return 1 + (o * 7919) % 600;
 }
 
 Deno.test({
