@@ -43,7 +43,10 @@ export function capRowSize(stmt: Statement, maxBytes: number): Statement {
   };
 }
 
-/** The size of the refused row when `e` is the cap's refusal (PostgreSQL's or the client's), else null. */
+/**
+ * The size of the refused row when `e` is the cap's refusal (PostgreSQL's or svc's client's),
+ * else null.
+ */
 export function rowTooLarge(e: { code?: string; message?: string }): number | null {
   if (e instanceof PgRowTooLargeError) return e.rowBytes;
   if (e.code !== "22P02" || !e.message?.includes(MARKER)) return null;

@@ -13,7 +13,7 @@ import { BoundedCache, type BoundedCacheOptions } from "../util/bounded_cache.ts
 /** Requests longer than this are not cached. */
 export const CACHE_MAX_KEY = 4096;
 
-/** A compiled plain read and whether it fits one fetch batch. */
+/** A compiled plain read and how it is read (one fetch batch or a cursor, where its cap is). */
 export interface CachedRead extends Statement {
   /** How it is read: its size class and the row cap svc's client enforces (none: in its SQL). */
   read: { small: boolean; maxRowBytes?: number };
