@@ -530,8 +530,9 @@ async function main(): Promise<Report> {
     }
 
     // One row that multiplies: genre 1 → 1,297 tracks → their genre → 1,297 tracks each
-    // (1.7 M track objects, ≈ 600 MB of JSON). PostgreSQL refuses the row over
-    // pg.query.max_row_size before sending it; svc's RSS must stay flat (issue: +580 MiB before).
+    // (1.7 M track objects, ≈ 600 MB of JSON). svc's client refuses the row over
+    // pg.query.max_row_size from its header and skips its bytes as they arrive; svc's RSS must
+    // stay flat (issue: +580 MiB before).
     let amplification: BigProbe | undefined;
     if (selected.some((c) => c.id === "big_read")) {
       log("amplification probe: one oversized row (expect 400 QUERY_RESULT_TOO_LARGE, flat RSS)");

@@ -1,11 +1,16 @@
 /**
- * The answer-row size cap (`pg.query.max_row_size`): a compiled read is wrapped so that PostgreSQL
- * itself refuses a row larger than the cap before sending it, so svc never buffers one (the client
- * reads a whole DataRow message into memory, src/pg/connection.ts). The refusal is a data error whose text carries a
- * marker; `rowTooLarge` recognises it and the HTTP layer answers 400 QUERY_RESULT_TOO_LARGE (or
- * ends a stream that already started with an error).
+ * The answer-row size cap (`pg.query.max_row_size`), where PostgreSQL enforces it: a compiled read
+ * is wrapped so that PostgreSQL itself refuses a row larger than the cap before sending it, and
+ * the refusal fails the transaction. A plain read without VOLATILE functions is not wrapped: svc's
+ * client refuses the row from its DataRow header and skips its bytes (src/pg/connection.ts, the
+ * sink's `maxRowBytes`), which costs PostgreSQL nothing. The wrapper stays where the
+ * transaction's outcome must follow the refusal (docs/performance.md "Read SQL cost"). The SQL
+ * refusal is a data error whose text carries a marker; `rowTooLarge` recognises it and the
+ * client's, and the HTTP layer answers 400 QUERY_RESULT_TOO_LARGE (or ends a stream that already
+ * started with an error).
  */
 import type { Statement } from "./ast.ts";
+import { PgRowTooLargeError } from "../pg/errors.ts";
 
 const MARKER = "svc:row_too_large:";
 
@@ -38,8 +43,12 @@ export function capRowSize(stmt: Statement, maxBytes: number): Statement {
   };
 }
 
-/** The size of the refused row when `e` is the cap's refusal, else null. */
+/**
+ * The size of the refused row when `e` is the cap's refusal (PostgreSQL's or svc's client's),
+ * else null.
+ */
 export function rowTooLarge(e: { code?: string; message?: string }): number | null {
+  if (e instanceof PgRowTooLargeError) return e.rowBytes;
   if (e.code !== "22P02" || !e.message?.includes(MARKER)) return null;
   const m = new RegExp(`${MARKER}(\\d+)`).exec(e.message);
   return m ? Number(m[1]) : 0;

@@ -283,7 +283,7 @@ const CONFIG_SCHEMA = z.object({
         DEFAULT_MAX_PARAMS,
       ),
       max_row_size: int(
-        "Largest single answer row in bytes (64 MiB); a larger one cancels the query with 400 QUERY_RESULT_TOO_LARGE.",
+        "Largest single answer row in bytes (64 MiB); a larger one fails the request with 400 QUERY_RESULT_TOO_LARGE, never buffered by svc.",
         67108864,
       ),
     }),

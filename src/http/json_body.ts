@@ -97,6 +97,8 @@ export class JsonArraySink implements RowSink {
   #n = 0;
   /** Rows taken so far. */
   rows = 0;
+  /** Rows larger than this are refused by the client (src/pg/connection.ts); Infinity: none. */
+  maxRowBytes = Infinity;
 
   /**
    * An empty collector; `expected`: the answer's likely size in bytes (the last answer of the same
@@ -201,18 +203,20 @@ const SMALL_READ: EndOptions = { end: "commit", oneBatch: true, implicit: true }
  *   asks the portal for the next `batch` rows only when the client has taken the earlier ones
  *   (back-pressure), so memory stays flat.
  * Each run updates `opts.seen`. Errors before the first row reject, so the caller can still
- * answer with an error status.
+ * answer with an error status. `opts.maxRowBytes`: a larger row fails the read (a
+ * PgRowTooLargeError) without being buffered.
  */
 export async function readJson(
   db: Database,
   who: RequestRole,
   sql: string,
   params: unknown[],
-  opts: { small?: boolean; batch?: number; seen?: ReadRecord } = {},
+  opts: { small?: boolean; batch?: number; maxRowBytes?: number; seen?: ReadRecord } = {},
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
   const seen = opts.seen ?? {};
   let sink = new JsonArraySink(seen.bytes);
+  if (opts.maxRowBytes !== undefined) sink.maxRowBytes = opts.maxRowBytes;
   if (opts.small || seen.fitted) {
     let whole = true;
     try {
@@ -232,6 +236,7 @@ export async function readJson(
     seen.fitted = false;
     seen.bytes = undefined;
     sink = new JsonArraySink();
+    if (opts.maxRowBytes !== undefined) sink.maxRowBytes = opts.maxRowBytes;
   }
   try {
     return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {

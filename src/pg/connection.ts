@@ -12,6 +12,10 @@
  * - Parameters are text; results are text. A statement with a {@link RowSink} hands its rows'
  *   first column to the sink as raw bytes of the receive buffer (no string is made); others get
  *   rows decoded to JS values (types.ts).
+ * - A sink may cap its rows' size (`maxRowBytes`): a DataRow's size is in its header, so a larger
+ *   row is refused before its bytes arrive: they are skipped as they come, never buffered. The
+ *   statement fails with a {@link PgRowTooLargeError}; the server knows nothing of it, so the rest
+ *   of the batch runs and is read up to its ReadyForQuery, and the connection stays usable.
  * - A portal can stop after `maxRows` rows and be resumed ({@link Connection.fetch}) when the
  *   consumer wants more: streaming with back-pressure.
  * - Any socket error, end of stream or protocol violation fails every pending statement of the
@@ -25,6 +29,7 @@ import {
   PgConnectionError,
   PgError,
   type PgFields,
+  PgRowTooLargeError,
   PgSkippedError,
 } from "./errors.ts";
 import * as P from "./protocol.ts";
@@ -57,6 +62,12 @@ export interface RowSink {
    * are only valid during the call: copy what you keep.
    */
   row(buf: Uint8Array, start: number, end: number): void;
+  /**
+   * Rows larger than this many bytes (their columns' bytes) are refused: the statement fails with
+   * a {@link PgRowTooLargeError}, later rows of it are dropped, and a refused row is never
+   * buffered (see the module's notes). Read when the statement (or fetch) is issued.
+   */
+  readonly maxRowBytes?: number;
 }
 
 /** The result of one statement. */
@@ -132,6 +143,10 @@ interface Prepared {
 /** A statement in flight. */
 interface Running {
   sink: RowSink | undefined;
+  /** The sink's row cap (Infinity: none). */
+  cap: number;
+  /** Whether a row was refused (the statement failed; its later rows are dropped). */
+  refused: boolean;
   fields: Field[] | null;
   prepared: Prepared | null;
   /** Whether this statement's Parse (named) is in the batch. */
@@ -473,6 +488,8 @@ export class Connection {
         id: ++this.#batchId,
         stmts: [{
           sink: opts.sink,
+          cap: opts.sink?.maxRowBytes ?? Infinity,
+          refused: false,
           fields: opts.fields ?? null,
           prepared: null,
           parsed: false,
@@ -571,6 +588,8 @@ export class Connection {
         const fields = prep && !described ? prep.fields : null;
         running[i] = {
           sink: s.sink,
+          cap: s.sink?.maxRowBytes ?? Infinity,
+          refused: false,
           fields,
           prepared: prep,
           parsed: prep !== null && parsed,
@@ -729,6 +748,16 @@ export class Connection {
     const rv = this.#rv;
     let rs = this.#rs;
     const re = this.#re;
+    if (this.#skip > 0) {
+      // The rest of a refused row: dropped as it comes.
+      const k = Math.min(this.#skip, re - rs);
+      this.#skip -= k;
+      rs += k;
+      if (this.#skip > 0) {
+        this.#rs = this.#re = 0;
+        return;
+      }
+    }
     while (re - rs >= 5) {
       const type = rb[rs];
       const len = rv.getInt32(rs + 1);
@@ -753,11 +782,52 @@ export class Connection {
         this.#rv = new DataView(this.#rb.buffer);
       }
     } else if (re - rs >= 5) {
-      // A partial message: make room for all of it.
+      // A partial message: make room for all of it, unless it is a row its sink refuses.
       const need = rv.getInt32(rs + 1) + 1;
-      if (need > this.#rb.length - rs) this.#makeRoom(need);
+      if (need > this.#rb.length - rs && !(rb[rs] === 0x44 && this.#refuseEarly(rs, re, need))) {
+        this.#makeRoom(need);
+      }
     } else if (rs > 0 && this.#rb.length - rs < 5) {
       this.#makeRoom(5);
+    }
+  }
+
+  /** Bytes of a refused DataRow still to come, dropped as they arrive. */
+  #skip = 0;
+
+  /**
+   * A DataRow of `need` bytes (type and length included) whose first `re - rs` bytes are at `rs`,
+   * too large for the buffer as it is: when its statement's sink refuses it (or refused an earlier
+   * row), the statement fails, the bytes are dropped and the rest is skipped as it comes. Also
+   * true while its column count has not arrived (nothing is grown until it has).
+   */
+  #refuseEarly(rs: number, re: number, need: number): boolean {
+    const p = this.#head();
+    if (!p || p.kind !== "batch" || p.copyOut) return false;
+    const r = p.stmts[p.at];
+    if (!r || !r.sink || (r.cap === Infinity && !r.refused)) return false;
+    if (!r.refused) {
+      if (re - rs < 7) {
+        // The column count is not here yet: wait for it (room for it is made by the read loop).
+        if (this.#rb.length - rs < 7) this.#makeRoom(7);
+        return true;
+      }
+      const size = need - 7 - 4 * this.#rv.getInt16(rs + 5);
+      if (size <= r.cap) return false;
+      this.#refuse(p, r, size);
+    }
+    this.#skip = need - (re - rs);
+    this.#rs = this.#re = 0;
+    return true;
+  }
+
+  /** Fails the statement `r` of `p` for a row of `size` bytes over its sink's cap. */
+  #refuse(p: Pending, r: Running, size: number): void {
+    r.refused = true;
+    if (p.error === null) {
+      const err = new PgRowTooLargeError(size, r.cap);
+      err.statementIndex = p.at;
+      p.error = err;
     }
   }
 
@@ -770,7 +840,15 @@ export class Connection {
     if (p.kind === "simple") {
       let r = p.stmts[p.at];
       if (!r) {
-        r = { sink: undefined, fields: null, prepared: null, parsed: false, result: newResult([]) };
+        r = {
+          sink: undefined,
+          cap: Infinity,
+          refused: false,
+          fields: null,
+          prepared: null,
+          parsed: false,
+          result: newResult([]),
+        };
         p.stmts.push(r);
       }
       return r;
@@ -788,7 +866,7 @@ export class Connection {
         if (!p || p.kind === "startup") throw protocolError("DataRow outside a query");
         const r = this.#current(p, "DataRow");
         if (p.copyOut) throw protocolError("DataRow during COPY");
-        this.#dataRow(r, s, e);
+        this.#dataRow(p, r, s, e);
         return;
       }
       case 0x43: { // 'C' CommandComplete
@@ -1042,7 +1120,7 @@ export class Connection {
     return out;
   }
 
-  #dataRow(r: Running, s: number, e: number): void {
+  #dataRow(p: Pending, r: Running, s: number, e: number): void {
     const rb = this.#rb;
     const rv = this.#rv;
     if (e - s < 2) throw protocolError("malformed DataRow");
@@ -1050,6 +1128,11 @@ export class Connection {
     let o = s + 2;
     if (r.sink) {
       if (n < 1 || e - o < 4) throw protocolError("DataRow without a column");
+      // The row's size: its columns' bytes (the message less the count and the lengths).
+      if (e - o - 4 * n > r.cap || r.refused) {
+        if (!r.refused) this.#refuse(p, r, e - o - 4 * n);
+        return;
+      }
       const len = rv.getInt32(o);
       o += 4;
       if (len > e - o) throw protocolError("DataRow column beyond its message");

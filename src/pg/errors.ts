@@ -102,6 +102,31 @@ export class PgError extends Error {
 }
 
 /**
+ * A row refused by the client itself: larger than its statement's row sink allows
+ * ({@link RowSink} `maxRowBytes` in connection.ts). The server knows nothing of it: the rest of
+ * the batch ran, its messages were read (the refused row's bytes skipped as they came, never
+ * buffered) and the connection is usable. Code 54000 (program_limit_exceeded).
+ */
+export class PgRowTooLargeError extends PgError {
+  /** The refused row's size in bytes (its columns' bytes). */
+  readonly rowBytes: number;
+  /** The limit it exceeded. */
+  readonly maxRowBytes: number;
+
+  /** A refusal of a row of `rowBytes` over `maxRowBytes`. */
+  constructor(rowBytes: number, maxRowBytes: number) {
+    super({
+      severity: "ERROR",
+      code: "54000",
+      message: `a row of ${rowBytes} bytes is larger than the limit of ${maxRowBytes} bytes`,
+    });
+    this.name = "PgRowTooLargeError";
+    this.rowBytes = rowBytes;
+    this.maxRowBytes = maxRowBytes;
+  }
+}
+
+/**
  * Codes of {@link PgConnectionError}: `CONNECTION_CLOSED` (the socket ended or errored, or the
  * server broke the protocol: the connection is unusable), `CONNECTION_ENDED` (closed by this
  * side), `CONNECT_TIMEOUT`, `ECONNREFUSED`, `ENOTFOUND`, and the SQLSTATE `08001` (the client could

@@ -20,6 +20,7 @@ export {
   PgConnectionError,
   PgError,
   type PgFields,
+  PgRowTooLargeError,
   PgSkippedError,
 } from "./errors.ts";
 export type { Field, Row } from "./types.ts";

@@ -14,11 +14,13 @@ import type { ReadRecord } from "./context.ts";
 /** Requests longer than this are not cached. */
 export const CACHE_MAX_KEY = 4096;
 
-/** A compiled plain read and whether it fits one fetch batch. */
+/** A compiled plain read and how it is read (one fetch batch or a cursor, where its cap is). */
 export interface CachedRead extends Statement {
-  small: boolean;
-  /** What its last run answered (updated by each run). */
-  seen: ReadRecord;
+  /**
+   * How it is read: its size class, the row cap svc's client enforces (none: in its SQL) and what
+   * its last run answered (updated by each run).
+   */
+  read: { small: boolean; maxRowBytes?: number; seen?: ReadRecord };
   /** Whether it may run on a read replica (no node calls a VOLATILE function). */
   replica?: boolean;
 }

@@ -48,14 +48,15 @@ export interface QueryContext {
   sink: (stream: (body: ReadableStream<Uint8Array>) => void) => AnswerSink;
   /**
    * Runs a plain read whose rows are JSON texts as `who` and answers them as one JSON array,
-   * whole or streamed (the HTTP layer's body, src/http/json_body.ts).
+   * whole or streamed (the HTTP layer's body, src/http/json_body.ts). `maxRowBytes`: rows larger
+   * are refused by svc's client as they arrive (a PgRowTooLargeError), never buffered.
    */
   readJson: (
     db: Database,
     who: RequestRole,
     sql: string,
     params: unknown[],
-    opts: { small?: boolean; seen?: ReadRecord },
+    opts: { small?: boolean; maxRowBytes?: number; seen?: ReadRecord },
   ) => Promise<Body>;
 }
 

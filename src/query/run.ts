@@ -34,17 +34,30 @@ function readTarget(ctx: QueryContext, nodes: RelationNode[]): Database {
 /** Read-backs by query and root-key setting (their text and values depend on nothing else). */
 const readBacks = new WeakMap<RelationNode, Map<string, Statement>>();
 
-/** A plain read answered from raw JSON rows: one round trip, streamed when large. */
+/**
+ * A plain read answered from raw JSON rows: one round trip, streamed when large. Its row-size cap
+ * is svc's client's (an oversized row refused from its DataRow header, its bytes skipped: nothing
+ * for PostgreSQL to compute), unless the read calls a VOLATILE function: a refusal must then roll
+ * back what the function did, so PostgreSQL refuses the row (the SQL cap, src/compile/rowsize.ts).
+ */
 async function plainRead(ctx: QueryContext, r: Resolved, cacheKey?: string): Promise<Body> {
+  const cap = ctx.cfg.pg.query.max_row_size;
+  const readOnly = readOnlyTree(r.node, ctx.state.schema);
+  const rows = compileRead(r.node, { params: r.params }).rows;
+  const small = isSmall(r.node);
+  const clientCap = readOnly && cap > 0;
   const stmt: CachedRead = {
-    ...capRowSize(compileRead(r.node, { params: r.params }).rows, ctx.cfg.pg.query.max_row_size),
-    small: isSmall(r.node),
-    seen: {},
-    replica: ctx.read !== undefined && readOnlyTree(r.node, ctx.state.schema),
+    ...(clientCap ? rows : capRowSize(rows, cap)),
+    // A read calling a VOLATILE function keeps no record, so it is never tried as one batch first
+    // (the try would commit what the function did, and the read would run again).
+    read: clientCap
+      ? { small, maxRowBytes: Math.floor(cap), seen: {} }
+      : { small, seen: readOnly ? {} : undefined },
+    replica: ctx.read !== undefined && readOnly,
   };
   if (cacheKey !== undefined && !r.rowTyped) readCache.set(cacheKey, stmt);
   const db = stmt.replica ? ctx.read!() : ctx.db;
-  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt);
+  return await ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt.read);
 }
 
 /**
@@ -55,7 +68,7 @@ function cachedRead(ctx: QueryContext, key: string): Promise<Body> | undefined {
   const stmt = readCache.get(ctx.state, key);
   if (!stmt) return undefined;
   const db = stmt.replica && ctx.read ? ctx.read() : ctx.db;
-  return ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt);
+  return ctx.readJson(db, ctx.who, stmt.sql, stmt.params, stmt.read);
 }
 
 function parseRows(rows: Record<string, unknown>[]): unknown[] {

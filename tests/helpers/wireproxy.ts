@@ -37,6 +37,12 @@ function contains(hay: Uint8Array, needle: Uint8Array): boolean {
   return false;
 }
 
+/** Writes all of `b` (a socket write may take only part of it). */
+async function writeAll(conn: Deno.Conn, b: Uint8Array): Promise<void> {
+  let o = 0;
+  while (o < b.length) o += await conn.write(o === 0 ? b : b.subarray(o));
+}
+
 /** Starts a proxy on 127.0.0.1 forwarding to the PostgreSQL at `target` (a loopback port). */
 export function pgProxy(target: number): PgProxy {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -91,14 +97,14 @@ export function pgProxy(target: number): PgProxy {
         next.set(chunk, pending.length);
         pending = next;
         scan();
-        await server.write(chunk);
+        await writeAll(server, chunk);
       }
     })();
     const down = (async () => {
       for await (const chunk of server.readable) {
         serverSpoke = true;
         if (stalled) continue;
-        await client.write(chunk);
+        await writeAll(client, chunk);
       }
     })();
     await up.catch(() => {});

@@ -4,7 +4,7 @@
  * (a burst is what the client sends before it next hears from the server) and Execute messages.
  */
 import assert from "node:assert/strict";
-import { chinookDb, psql, stopDb } from "../helpers/db.ts";
+import { chinookDb, psql, scalar, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { proxy } from "../helpers/pgproxy.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -77,7 +77,11 @@ Deno.test("a read whose last answer fitted one batch and now does not answers ev
       "growing",
       "create table growing (id int primary key, v text); " +
         "insert into growing select g, 'r' || g from generate_series(1, 5) g; " +
-        'grant select on growing to "~anonymous";',
+        'grant select on growing to "~anonymous";' +
+        'create table calls (n int); grant insert on calls to "~anonymous";' +
+        "create function noisy_growing() returns setof growing language plpgsql volatile as " +
+        "$$ begin insert into calls values (1); return query select * from growing order by id; end $$;" +
+        'grant execute on function noisy_growing() to "~anonymous";',
     ),
   );
   const p = proxy(Number(uri.port));
@@ -112,6 +116,23 @@ Deno.test("a read whose last answer fitted one batch and now does not answers ev
     const last = await run([1, 2, 3, 4, 5], 2);
     assert.equal(last.executes, 2);
     assert.equal(last.bursts, 1);
+    // A read calling a VOLATILE function is never tried as one batch: the try would commit what
+    // the function did and the read would run it again. Its function runs once per request, and
+    // its rows come through a cursor every time.
+    const noisy = { function: "noisy_growing" };
+    const calls = () => scalar("select count(*) from calls", "growing");
+    for (let i = 0; i < 3; i++) {
+      const r = await srv.post("/svc", noisy);
+      assert.equal(r.status, 200);
+      assert.equal(((await r.json()) as unknown[]).length, 5);
+    }
+    await psql("insert into growing select g, 'r' || g from generate_series(6, 2500) g", "growing");
+    Object.assign(p.counters, { bursts: 0, executes: 0, parses: 0 });
+    const r = await srv.post("/svc", noisy);
+    assert.equal(((await r.json()) as unknown[]).length, 2500);
+    await waitFor(() => p.counters.executes >= 6, { what: "the cursor read's statements" });
+    assert.equal(p.counters.executes, 6, "begin, role switch, three fetches, commit");
+    assert.equal(await calls(), "4", "the function ran once per request");
   } finally {
     await srv.stop();
     p.close();

@@ -30,8 +30,7 @@ const state = {} as AppState;
 const stmt = (sqlChars: number): CachedRead => ({
   sql: "s".repeat(sqlChars),
   params: [1],
-  small: true,
-  seen: {},
+  read: { small: true, seen: {} },
 });
 
 Deno.test("read cache: by default never past 1000 entries or 8 MiB", () => {
@@ -76,7 +75,7 @@ Deno.test("read cache: bounded by entries; a new state empties it", () => {
   assert.deepEqual(cache.stats(), { size: 0, bytes: 0 });
 });
 
-const named = (sql: string): CachedRead => ({ sql, params: [], small: true, seen: {} });
+const named = (sql: string): CachedRead => ({ sql, params: [], read: { small: true, seen: {} } });
 
 Deno.test("read cache: bounded; an entry hit between insertions is never evicted", () => {
   const state = {} as AppState;

@@ -1,0 +1,209 @@
+/**
+ * The client's row cap (a row sink's `maxRowBytes`, src/pg/connection.ts) against a real
+ * PostgreSQL 15 and, for arrival in tiny chunks, a fake server: a row over the cap fails its
+ * statement with a PgRowTooLargeError whose size is the row's, its bytes are skipped as they come
+ * (the process's memory does not grow by the row's size), the rest of the batch is read up to its
+ * ReadyForQuery and the same connection runs the next batch; a row exactly at the cap passes.
+ */
+import assert from "node:assert/strict";
+import { Connection } from "../../src/pg/connection.ts";
+import { PgRowTooLargeError } from "../../src/pg/errors.ts";
+import { JsonArraySink } from "../../src/http/json_body.ts";
+import { emptyDb, stopDb } from "../helpers/db.ts";
+import { B, concat, type FakeConn, fakeServer, hello } from "./fake_server.ts";
+
+const T = { sanitizeResources: false, sanitizeOps: false };
+
+async function open(uri?: string): Promise<Connection> {
+  return await Connection.connect(uri ?? await emptyDb("rowcap"), { connectTimeoutMs: 10_000 });
+}
+
+function capped(maxRowBytes: number): JsonArraySink {
+  const sink = new JsonArraySink();
+  sink.maxRowBytes = maxRowBytes;
+  return sink;
+}
+
+/** The process's resident and peak resident memory, MiB. */
+function mem(): { rss: number; hwm: number } {
+  const s = Deno.readTextFileSync("/proc/self/status");
+  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(s)?.[1] ?? NaN);
+  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
+}
+
+/** Resets VmHWM to the current RSS; false where the kernel refuses. */
+function resetPeak(): boolean {
+  try {
+    Deno.writeTextFileSync(`/proc/${Deno.pid}/clear_refs`, "5");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function refusal(p: Promise<unknown>): Promise<PgRowTooLargeError> {
+  const e = await p.then(() => null, (e) => e);
+  assert.ok(e instanceof PgRowTooLargeError, `refused: ${e}`);
+  return e;
+}
+
+Deno.test({
+  ...T,
+  name: "row cap: a 96 MiB row over a 1 MiB cap is refused, never buffered; the connection goes on",
+  async fn() {
+    const c = await open();
+    try {
+      const size = 96 << 20;
+      // Warm up the path, then measure the peak while the row streams past.
+      await c.execute([{ sql: "select repeat('x', 100000)", sink: capped(1 << 20) }]);
+      let sampled = mem().rss;
+      const baseline = sampled;
+      const reset = resetPeak();
+      const timer = setInterval(() => (sampled = Math.max(sampled, mem().rss)), 10);
+      const sink = capped(1 << 20);
+      let e: PgRowTooLargeError;
+      try {
+        // The big row, then a small one and a second statement: all of it is read.
+        e = await refusal(c.execute([
+          {
+            sql: `select repeat('x', g) from unnest(array[10, $1::int, 20]) g`,
+            params: [size],
+            sink,
+          },
+          { sql: "select 42 as answer" },
+        ]));
+      } finally {
+        clearInterval(timer);
+      }
+      const peak = Math.max(sampled, reset ? mem().hwm : 0);
+      assert.equal(e.rowBytes, size);
+      assert.equal(e.maxRowBytes, 1 << 20);
+      assert.equal(e.statementIndex, 0);
+      assert.ok(peak - baseline < 48, `memory grew by ${(peak - baseline).toFixed(0)} MiB`);
+      // The row before the refused one came; none after it.
+      assert.equal(new TextDecoder().decode(sink.take(true)), `[${"x".repeat(10)}]`);
+      // A clean protocol state: the same connection runs the next batch.
+      assert.equal(c.error, null);
+      assert.equal(c.txStatus, "I");
+      const [r] = await c.execute([{ sql: "select 7 as seven" }]);
+      assert.deepEqual(r.rows, [{ seven: 7 }]);
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+Deno.test({
+  ...T,
+  name: "row cap: a row exactly at the cap passes, one byte more is refused (small and large rows)",
+  async fn() {
+    const c = await open();
+    try {
+      for (const n of [100, 300_000]) {
+        const sink = capped(n);
+        await c.execute([{ sql: "select repeat('y', $1::int)", params: [n], sink }]);
+        assert.equal(sink.take(true).length, n + 2, `a row of ${n} bytes under a cap of ${n}`);
+        const e = await refusal(
+          c.execute([{ sql: "select repeat('y', $1::int)", params: [n], sink: capped(n - 1) }]),
+        );
+        assert.equal(e.rowBytes, n);
+        const [r] = await c.execute([{ sql: "select 1 as one" }]);
+        assert.deepEqual(r.rows, [{ one: 1 }]);
+      }
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+Deno.test({
+  ...T,
+  name: "row cap: a portal read with a row limit refuses a row of a later fetch; rollback, go on",
+  async fn() {
+    const c = await open();
+    try {
+      const sink = capped(1000);
+      const sql =
+        "select repeat('z', case when g = 5 then 200000 else 3 end) from generate_series(1, 8) g";
+      const [, first] = await c.execute([{ sql: "begin" }, { sql, sink, maxRows: 3 }]);
+      assert.equal(first.suspended, true);
+      const e = await refusal(c.fetch("", 3, { sink }));
+      assert.equal(e.rowBytes, 200000);
+      assert.equal(c.txStatus, "T");
+      await c.execute([{ sql: "rollback" }]);
+      const [r] = await c.execute([{ sql: "select 2 as two" }]);
+      assert.deepEqual(r.rows, [{ two: 2 }]);
+      assert.equal(c.txStatus, "I");
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+/**
+ * Answers each batch of the fake server with rows `a`, a row of `n` bytes, `c`: everything up to
+ * the big row's first 12 bytes (its header, column count and length) one byte at a time, the rest
+ * in pieces of up to 600 bytes.
+ */
+async function answerRows(c: FakeConn, sizes: number[]): Promise<void> {
+  if (!await c.startup()) return;
+  await c.send(hello());
+  for (let batch = 0;; batch++) {
+    const msgs = await c.untilSync();
+    if (!msgs.length || msgs.some((m) => m.type === "X")) return;
+    const n = sizes[Math.min(batch, sizes.length - 1)];
+    const head = concat([
+      B.parseComplete(),
+      B.bindComplete(),
+      B.rowDescription([{ name: "j", oid: 25 }]),
+      B.dataRow(["a"]),
+    ]);
+    const body = concat([
+      head,
+      B.dataRow(["b".repeat(n)]),
+      B.dataRow(["c"]),
+      B.commandComplete("SELECT 3"),
+      B.rfq(),
+    ]);
+    const chunks: number[] = [];
+    for (let i = 0; i < head.length + 12; i++) chunks.push(1);
+    for (let o = head.length + 12; o < body.length; o += chunks[chunks.length - 1]) {
+      chunks.push(1 + (o * 7919) % 600);
+    }
+    await c.send(body, chunks);
+  }
+}
+
+Deno.test({
+  ...T,
+  name: "row cap: rows arriving in tiny chunks (headers split byte by byte) are capped exactly",
+  async fn() {
+    const n = 100_000;
+    const srv = fakeServer((c) => answerRows(c, [n, n, n - 1, 5]));
+    const c = await open(srv.uri);
+    try {
+      // A cap of n: the row passes whole.
+      const ok = capped(n);
+      await c.execute([{ sql: "select j", prepare: false, sink: ok }]);
+      const text = new TextDecoder().decode(ok.take(true));
+      assert.equal(text, `[a,${"b".repeat(n)},c]`);
+      // One byte under: refused, the rest of the answer read, the connection usable.
+      const e = await refusal(
+        c.execute([{ sql: "select j", prepare: false, sink: capped(n - 1) }]),
+      );
+      assert.equal(e.rowBytes, n);
+      assert.equal(c.error, null);
+      const next = capped(n - 1);
+      await c.execute([{ sql: "select j", prepare: false, sink: next }]);
+      assert.equal(new TextDecoder().decode(next.take(true)).length, n - 1 + 6);
+      const small = capped(4);
+      const e2 = await refusal(c.execute([{ sql: "select j", prepare: false, sink: small }]));
+      assert.equal(e2.rowBytes, 5);
+    } finally {
+      await c.close();
+      srv.close();
+    }
+  },
+});
+
+Deno.test({ ...T, name: "row cap: stop", fn: () => stopDb() });
