@@ -31,7 +31,12 @@
  * - `--statements`: loads pg_stat_statements into the cluster and prints, per variant, PostgreSQL's
  *   time per request for each statement (median over the rounds; bench/lib/statements.ts).
  *
- * Every round also reports PostgreSQL's CPU per request (all of the cluster's processes).
+ * - `--latency=ab`: drives svc with ApacheBench (`ab -k`) instead of wrk and reports each
+ *   request's own latency (p50, p99, max, requests over 50 ms); wrk's percentiles are corrected
+ *   for coordinated omission (bench/lib/load.ts), so one pause of svc sets their p99.
+ *
+ * Every round also reports PostgreSQL's CPU per request (all of the cluster's processes), and
+ * latency figures of svc's runs.
  *
  * @module
  */
@@ -39,8 +44,8 @@ import { parseArgs } from "node:util";
 import { startCluster } from "../src/db/cluster.ts";
 import { CASES, PK_FLOOR_SQL } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
-import { ensureWrk, pgbench, pgbenchScript, wrk } from "./lib/load.ts";
-import { type Child, CpuMonitor, cpuMs, startFloor } from "./lib/procs.ts";
+import { ab, ensureWrk, pgbench, pgbenchScript, which, wrk } from "./lib/load.ts";
+import { type Child, CpuMonitor, cpuMs, readMem, startFloor } from "./lib/procs.ts";
 import { summarizeProfile } from "./lib/cpuprof.ts";
 import { findPgBin } from "../src/db/cluster.ts";
 import { Client } from "../src/pg/client.ts";
@@ -68,6 +73,7 @@ const { values: flags } = parseArgs({
     concurrent: { type: "boolean", default: false },
     case: { type: "string", default: "pk_read" },
     statements: { type: "boolean", default: false },
+    latency: { type: "string", default: "wrk" },
   },
 });
 
@@ -93,6 +99,11 @@ const med = (xs: number[]) => {
 const pk = CASES.find((c) => c.id === flags.case);
 if (!pk) throw new Error(`unknown case ${flags.case} (${CASES.map((c) => c.id).join(", ")})`);
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
+const AB = flags.latency === "ab";
+if (!AB && flags.latency !== "wrk") throw new Error("--latency is wrk or ab");
+if (AB && !await which("ab")) {
+  throw new Error("--latency=ab needs ab (apt-get install apache2-utils)");
+}
 
 const tmp = await toolDir("svc-pk-cpu-");
 const bodyFile = `${tmp}/${pk.id}.json`;
@@ -124,6 +135,14 @@ interface Round {
   ms_per_request: number;
   /** PostgreSQL's CPU (all its processes) per request. */
   pg_ms_per_request: number;
+  /**
+   * Latency (null for pgbench): median, p99, slowest — wrk's (p99 after its correction) or, with
+   * `--latency=ab`, as ab saw each request, with the count of requests over 50 ms.
+   */
+  p50_ms: number | null;
+  p99_ms: number | null;
+  max_ms: number | null;
+  over_50ms?: number | null;
   statements?: StatementsPerRequest;
 }
 
@@ -196,18 +215,30 @@ try {
       mon.start();
       let requests: number;
       let rps: number;
+      let lat: Pick<Round, "p50_ms" | "p99_ms" | "max_ms" | "over_50ms"> = {
+        p50_ms: null,
+        p99_ms: null,
+        max_ms: null,
+      };
       if (child) {
-        const w = await wrk({
+        const run = {
           url: `${child.url}/svc`,
           bodyFile,
           connections: CONNS,
           duration: DURATION,
-        });
+        };
+        const w = AB ? await ab({ ...run, logFile: `${tmp}/ab.tsv` }) : await wrk(run);
         if (w.non2xx || w.socket_errors) {
           throw new Error(`${v.name}: ${w.non2xx} non-2xx, ${w.socket_errors} socket errors`);
         }
         requests = w.requests;
         rps = w.rps;
+        lat = {
+          p50_ms: w.p50_ms,
+          p99_ms: w.p99_ms,
+          max_ms: w.max_ms ?? null,
+          over_50ms: w.over_50ms,
+        };
       } else {
         const p = await pgbench({
           pgbench: `${findPgBin()}/pgbench`,
@@ -234,6 +265,7 @@ try {
         cpu_ms: c1 - c0,
         ms_per_request: (c1 - c0) / requests,
         pg_ms_per_request: (cpu.postgres / 100) * (cpu.seconds ?? DURATION) * 1000 / requests,
+        ...lat,
       };
       if (STATEMENTS) round.statements = await readStatements(admin, "bench", requests);
       return round;
@@ -248,7 +280,13 @@ try {
           row.ms_per_request.toFixed(4)
         } ms/req (${row.requests} req, ${row.rps.toFixed(0)} req/s, svc CPU ${
           row.cpu_ms.toFixed(0)
-        } ms, PostgreSQL ${row.pg_ms_per_request.toFixed(4)} ms/req)`,
+        } ms, PostgreSQL ${row.pg_ms_per_request.toFixed(4)} ms/req${
+          row.p50_ms === null
+            ? ""
+            : `; p50 ${row.p50_ms.toFixed(2)} p99 ${row.p99_ms?.toFixed(1)} max ${
+              row.max_ms?.toFixed(0) ?? "–"
+            } ms${row.over_50ms == null ? "" : `, ${row.over_50ms} > 50 ms`}`
+        })`,
       );
     }
   }
@@ -268,6 +306,13 @@ try {
       max_ms: Math.max(...per),
       median_rps: med(rs.map((x) => x.rps)),
       median_pg_ms: med(rs.map((x) => x.pg_ms_per_request)),
+      median_p50_ms: rs[0]?.p50_ms === null ? null : med(rs.map((x) => x.p50_ms!)),
+      median_p99_ms: rs[0]?.p99_ms === null ? null : med(rs.map((x) => x.p99_ms!)),
+      slowest_ms: rs[0]?.max_ms == null ? null : Math.max(...rs.map((x) => x.max_ms!)),
+      median_max_ms: rs[0]?.max_ms == null ? null : med(rs.map((x) => x.max_ms!)),
+      over_50ms: rs[0]?.over_50ms == null ? null : rs.reduce((a, x) => a + x.over_50ms!, 0),
+      requests: rs.reduce((a, x) => a + x.requests, 0),
+      peak_rss_mb: procs.has(v.name) ? readMem(procs.get(v.name)!.pid).hwm_mb : null,
       pg_min_ms: Math.min(...rs.map((x) => x.pg_ms_per_request)),
       pg_max_ms: Math.max(...rs.map((x) => x.pg_ms_per_request)),
       ratio_to_first: { median: med(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
@@ -291,6 +336,17 @@ try {
             s.ratio_to_first.min.toFixed(3)
           }–${s.ratio_to_first.max.toFixed(3)})`),
     );
+    if (s.median_p50_ms !== null) {
+      console.log(
+        `  ${"".padEnd(12)} latency (${flags.latency}) p50 ${s.median_p50_ms.toFixed(2)} ms, p99 ${
+          s.median_p99_ms?.toFixed(1)
+        } ms (medians); max ${s.median_max_ms?.toFixed(0) ?? "–"} ms (median), ${
+          s.slowest_ms?.toFixed(0) ?? "–"
+        } ms (all);${
+          s.over_50ms === null ? "" : ` ${s.over_50ms} of ${s.requests} requests > 50 ms;`
+        } peak RSS ${s.peak_rss_mb?.toFixed(0) ?? "–"} MiB`,
+      );
+    }
   }
   if (STATEMENTS) {
     for (const v of variants) {

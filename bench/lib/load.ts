@@ -6,14 +6,27 @@
 
 /** Result of one HTTP load run. */
 export interface HttpResult {
-  tool: "wrk" | "autocannon";
+  tool: "wrk" | "autocannon" | "ab";
   connections: number;
   threads: number;
   duration_s: number;
   requests: number;
   rps: number;
+  /**
+   * Latency percentiles as the tool reports them. wrk's are after its coordinated-omission
+   * correction: at the end of a run it adds, for every request slower than twice the mean
+   * interval between one connection's requests (duration × connections ÷ requests), copies at
+   * that latency minus 1, 2, 3… intervals. One stall of S ms on c connections thus adds about
+   * c × S ÷ interval samples between the interval and S: at 10 connections and 7,500 req/s a
+   * single 100 ms pause of the server adds ~750 samples (1% of a 10 s run). Requests really that
+   * slow are far fewer (docs/performance.md, "Tail latency").
+   */
   p50_ms: number | null;
   p99_ms: number | null;
+  /** The slowest request (wrk: its thread stats' max, which its correction leaves as is; ab). */
+  max_ms?: number | null;
+  /** Requests slower than 50 ms (ab only: its per-request log). */
+  over_50ms?: number | null;
   /** Non-2xx/3xx responses. */
   non2xx: number;
   /** Socket errors (connect, read, write, timeout). */
@@ -112,11 +125,13 @@ export function parseWrk(
   const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(text);
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(text);
   if (!rps) throw new Error(`wrk output without Requests/sec:\n${text}`);
+  const max = /^\s+Latency\s+\S+\s+\S+\s+(\S+)/m.exec(text);
   return {
     requests: num(/(\d+) requests in /),
     rps: Number(rps[1]),
     p50_ms: pct("50"),
     p99_ms: pct("99"),
+    max_ms: max ? parseWrkTime(max[1]) : null,
     non2xx: num(/Non-2xx or 3xx responses: (\d+)/),
     socket_errors: sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
   };
@@ -155,6 +170,59 @@ export async function wrk(o: HttpRun): Promise<HttpResult> {
     threads,
     duration_s: o.duration,
     ...parseWrk(r.stdout),
+  };
+}
+
+/**
+ * Runs ApacheBench (`ab -k -c c -t d`, Debian's apache2-utils) and reads its per-request log
+ * (`-g`): latency percentiles of the requests as they were, with no correction — what a client
+ * saw (wrk's percentiles are corrected for coordinated omission, see {@link HttpResult.p50_ms}).
+ * One thread: enough for svc at 10 connections on this machine, not a throughput tool.
+ */
+export async function ab(o: HttpRun & { logFile: string }): Promise<HttpResult> {
+  const r = await run("ab", [
+    "-k",
+    "-q",
+    "-c",
+    String(o.connections),
+    "-t",
+    String(o.duration),
+    "-n",
+    "100000000",
+    "-s",
+    String(o.timeout ?? 30),
+    "-p",
+    o.bodyFile,
+    "-T",
+    "application/json",
+    "-H",
+    "Accept: application/json",
+    "-g",
+    o.logFile,
+    o.url,
+  ]);
+  if (r.code !== 0) throw new Error(`ab failed (${r.code}): ${r.stderr || r.stdout}`);
+  const num = (re: RegExp) => Number(re.exec(r.stdout)?.[1] ?? 0);
+  // Tab-separated, a header line, then one line per request: its total time (ms) is the 5th column.
+  const ms = Deno.readTextFileSync(o.logFile).trim().split("\n").slice(1)
+    .map((l) => Number(l.split("\t")[4])).sort((a, b) => a - b);
+  const at = (p: number) =>
+    ms.length ? ms[Math.min(ms.length - 1, Math.floor(p * ms.length))] : null;
+  return {
+    tool: "ab",
+    connections: o.connections,
+    threads: 1,
+    duration_s: o.duration,
+    requests: num(/Complete requests:\s+(\d+)/),
+    rps: num(/Requests per second:\s+([\d.]+)/),
+    p50_ms: at(0.5),
+    p99_ms: at(0.99),
+    max_ms: ms.length ? ms[ms.length - 1] : null,
+    over_50ms: ms.filter((x) => x > 50).length,
+    non2xx: num(/Non-2xx responses:\s+(\d+)/),
+    // ab also counts an answer whose length differs from the first one's as failed (a write's
+    // generated keys): not an error here.
+    socket_errors: num(/Failed requests:\s+(\d+)/) - num(/Length: (\d+)/),
   };
 }
 

@@ -427,14 +427,18 @@ export function renderMarkdown(r: Report): string {
       "`begin; select set_config('role','~anonymous',true), set_config('svc.jwt.claims','null',true); …; commit` " +
       "(`-M prepared`, same number of clients). **ratio** = svc ÷ pgbench running that script as is (one round trip per " +
       "statement); **ratio (pipelined)** = svc ÷ pgbench sending the same statements in one `\\startpipeline` batch, the way svc " +
-      "sends them. Latencies in ms (svc: wrk's `--latency` distribution; pgbench: its per-transaction log, " +
+      "sends them. Latencies in ms (svc: wrk's `--latency` distribution, after wrk's coordinated-omission " +
+      "correction — every request slower than twice the mean interval between one connection's requests " +
+      "adds copies at its latency minus 1, 2, 3… intervals, so one pause of svc sets the p99: compare " +
+      'svc max, which the correction leaves alone, and see docs/performance.md "Tail latency"; ' +
+      "pgbench: its per-transaction log, uncorrected, " +
       "without the entries pgbench logs as 0 µs — its cached clock, see lib/load.ts); RSS = svc's peak " +
       "resident memory during the run.",
     "",
   );
   L.push(
-    "| case | conns | svc req/s | pgbench tps | ratio | pgbench pipelined tps | ratio (pipelined) | svc p50 | svc p99 | pgbench p50 | pgbench p99 | svc RSS MiB | errors |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    "| case | conns | svc req/s | pgbench tps | ratio | pgbench pipelined tps | ratio (pipelined) | svc p50 | svc p99 | svc max | pgbench p50 | pgbench p99 | svc RSS MiB | errors |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   );
   for (const c of r.cases) {
     for (const x of c.runs) {
@@ -450,7 +454,7 @@ export function renderMarkdown(r: Report): string {
         } | ` +
           `${rate(x.pgbench_pipeline?.tps)} | ${f2(x.ratio_pipeline)} | ${ms(x.svc?.p50_ms)} | ${
             ms(x.svc?.p99_ms)
-          } | ` +
+          } | ${ms(x.svc?.max_ms)} | ` +
           `${ms(x.pgbench?.p50_ms)} | ${ms(x.pgbench?.p99_ms)} | ${f0(x.svc_peak_rss_mb)} | ${
             errs.join("; ") || "none"
           } |`,
