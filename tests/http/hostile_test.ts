@@ -1,0 +1,263 @@
+/**
+ * Hostile and careless input around routes, multipart, health and privileges, through real HTTP
+ * against a real PostgreSQL (svc connects as a NOINHERIT authenticator, as in production):
+ * a route function's response description with a wrong type or value in any field answers 500
+ * HTTP_ROUTE_RESPONSE_INVALID saying what was wrong (never a bare exception); a multipart part
+ * header over 8 KiB is 400 HTTP_MULTIPART_INVALID; health ignores credentials; a relation the role
+ * holds no privilege on is answered exactly like one that does not exist.
+ */
+import assert from "node:assert/strict";
+import { chinookDb, stopDb } from "../helpers/db.ts";
+import { cookie, now, startServer, token } from "../helpers/server.ts";
+
+const fixture = `
+create role authn login noinherit;
+grant "~anonymous", app_user to authn;
+create schema hz;
+grant usage on schema hz to "~anonymous", app_user;
+create table hz.log (id int generated always as identity primary key, note text);
+grant select, insert on hz.log to "~anonymous", app_user;
+-- Answers the response description the client posts (the function author's mistakes, on demand).
+create function hz.respond(req jsonb, out resp jsonb, out content jsonb) volatile language sql as $$
+  select req->'body'->'resp', req->'body'->'content'
+$$;
+comment on function hz.respond(jsonb) is 'route:: path: /respond';
+create function hz.echo(req jsonb, out resp jsonb, out content jsonb) volatile language sql as $$
+  select null::jsonb, req
+$$;
+comment on function hz.echo(jsonb) is 'route:: path: /echo';
+revoke execute on all functions in schema hz from public;
+grant execute on all functions in schema hz to "~anonymous", app_user;
+-- Exists, but no role of the requests holds any privilege on it.
+create table canary (id int primary key, secret text);
+insert into canary values (1, 'never-served');
+revoke all on canary from public;
+create function canary_fn() returns int language sql as 'select 1';
+revoke execute on function canary_fn() from public;
+`;
+const uri = await chinookDb("hostile", fixture);
+const srv = await startServer(uri.replace("://postgres@", "://authn@"));
+
+async function appUser(): Promise<Record<string, string>> {
+  const t = now();
+  return Object.fromEntries(
+    new Headers(cookie(await token({ role: "app_user", iat: t, exp: t + 1800, auth_time: t }))),
+  );
+}
+
+/** POSTs a response description to /respond; the answer's status, code and body text. */
+async function respond(
+  resp: unknown,
+  content: unknown = { ok: true },
+): Promise<{ status: number; code: string | null; text: string; res: Response }> {
+  const res = await srv.post("/respond", { resp, content });
+  const text = await res.text();
+  return { status: res.status, code: res.headers.get("x-svc-errorcode"), text, res };
+}
+
+Deno.test("a route's invalid cookie expires: 500 HTTP_ROUTE_RESPONSE_INVALID saying so", async () => {
+  for (const expires of ["not a date", "hello 1", "5", "2026-13-45", "+275760-09-14T00:00:00Z"]) {
+    const r = await respond({ cookies: { c: { value: "v", expires } } });
+    assert.equal(r.status, 500, `${expires}: ${r.text}`);
+    assert.equal(r.code, "HTTP_ROUTE_RESPONSE_INVALID", `${expires}: ${r.text}`);
+    const body = JSON.parse(r.text);
+    assert.match(body.message, /cookie c: expires/, r.text);
+    assert.equal(body.stack, undefined);
+    assert.deepEqual(r.res.headers.getSetCookie(), []);
+  }
+  // A date without a time zone would depend on the server's: refused the same way.
+  const local = await respond({ cookies: { c: { value: "v", expires: "2030-01-02T03:04:05" } } });
+  assert.equal(local.code, "HTTP_ROUTE_RESPONSE_INVALID", local.text);
+});
+
+Deno.test("a route's cookie expires: ISO 8601 with a zone, PostgreSQL's text, HTTP dates", async () => {
+  const want = "Expires=Wed, 02 Jan 2030 03:04:05 GMT";
+  for (
+    const expires of [
+      "2030-01-02T03:04:05Z",
+      "2030-01-02T03:04:05.123456+00:00",
+      "2030-01-02 05:04:05+02",
+      "2030-01-02T01:04:05-02:00",
+      "Wed, 02 Jan 2030 03:04:05 GMT",
+    ]
+  ) {
+    const r = await respond({ cookies: { c: { value: "v", expires } } });
+    assert.equal(r.status, 200, `${expires}: ${r.text}`);
+    const [c] = r.res.headers.getSetCookie();
+    assert.ok(c.includes(want), `${expires}: ${c}`);
+  }
+  const day = await respond({ cookies: { c: { value: "v", expires: "2030-01-02" } } });
+  assert.ok(day.res.headers.getSetCookie()[0].includes("Expires=Wed, 02 Jan 2030 00:00:00 GMT"));
+});
+
+Deno.test("every field of a route's response with a wrong type or value: a clear 500", async () => {
+  const cases: [string, unknown, RegExp][] = [
+    ["resp is an array", [1], /resp is not an object/],
+    ["status a string", { status: "200" }, /status/],
+    ["status 101", { status: 101 }, /status/],
+    ["status 700", { status: 700 }, /status/],
+    ["status 200.5", { status: 200.5 }, /status/],
+    ["headers an array", { headers: ["x"] }, /headers/],
+    ["header value an object", { headers: { "x-a": { v: 1 } } }, /header x-a/],
+    ["header value nested array", { headers: { "x-a": [["a"]] } }, /header x-a/],
+    ["header name with a space", { headers: { "x a": "1" } }, /header name/],
+    ["header value beyond Latin-1", { headers: { "x-a": "€" } }, /header x-a/],
+    ["header value with CR LF", { headers: { "x-a": "a\r\nx-b: 1" } }, /header x-a/],
+    ["cookies an array", { cookies: ["a"] }, /cookies/],
+    ["cookie an array", { cookies: { c: [1] } }, /cookie c/],
+    ["cookie value an object", { cookies: { c: { value: { a: 1 } } } }, /cookie c: value/],
+    ["cookie name with a space", { cookies: { "a b": "1" } }, /cookie name/],
+    ["cookie max_age a string", { cookies: { c: { value: "v", max_age: "60" } } }, /max_age/],
+    ["cookie max_age 1e300", { cookies: { c: { value: "v", max_age: 1e300 } } }, /max_age/],
+    ["cookie http_only a string", { cookies: { c: { value: "v", http_only: "false" } } }, /http_only/],
+    ["cookie secure a number", { cookies: { c: { value: "v", secure: 0 } } }, /secure/],
+    ["cookie same_site lower case", { cookies: { c: { value: "v", same_site: "lax" } } }, /same_site/],
+    ["cookie path a number", { cookies: { c: { value: "v", path: 1 } } }, /path/],
+    ["cookie path with ;", { cookies: { c: { value: "v", path: "/;x" } } }, /path/],
+    ["cookie domain invalid", { cookies: { c: { value: "v", domain: "a b" } } }, /domain/],
+    ["cookie attribute misspelt", { cookies: { c: { value: "v", maxAge: 5 } } }, /maxAge/],
+    ["redirect a number", { redirect: 5 }, /redirect/],
+    ["csp an object", { csp: { a: 1 } }, /csp/],
+    ["template a number", { template: 5 }, /template/],
+    ["jwt a string", { jwt: "x" }, /jwt/],
+    ["jwt without role", { jwt: { sub: "x" } }, /jwt/],
+  ];
+  for (const [what, resp, reason] of cases) {
+    const r = await respond(resp);
+    assert.equal(r.status, 500, `${what}: ${r.text}`);
+    assert.equal(r.code, "HTTP_ROUTE_RESPONSE_INVALID", `${what}: ${r.text}`);
+    const body = JSON.parse(r.text);
+    assert.match(body.message, reason, `${what}: ${r.text}`);
+    assert.equal(body.stack, undefined, what);
+    assert.equal(r.res.headers.get("x-a"), null, what);
+    assert.deepEqual(r.res.headers.getSetCookie(), [], what);
+  }
+});
+
+Deno.test("a route's null-body status with content answers without a body, never a 500", async () => {
+  for (const status of [204, 205, 304]) {
+    const r = await respond({ status }, { ignored: true });
+    assert.equal(r.status, status, r.text);
+    assert.equal(r.text, "");
+  }
+});
+
+/** A multipart body with one part whose header block is `header` (CRLF-separated lines). */
+function multipart(header: string, value = "v"): { body: string; type: string } {
+  const b = "hostileboundary";
+  return {
+    body: `--${b}\r\n${header}\r\n\r\n${value}\r\n--${b}--\r\n`,
+    type: `multipart/form-data; boundary=${b}`,
+  };
+}
+
+async function postMultipart(header: string, value?: string): Promise<Response> {
+  const { body, type } = multipart(header, value);
+  return await fetch(srv.url + "/echo", {
+    method: "POST",
+    headers: { "content-type": type },
+    body,
+  });
+}
+
+Deno.test("multipart: a part header over 8 KiB is 400 HTTP_MULTIPART_INVALID, never truncated", async () => {
+  const name = "f".repeat(9000);
+  const res = await postMultipart(`Content-Disposition: form-data; name="${name}"`);
+  const text = await res.text();
+  assert.equal(res.status, 400, text);
+  assert.equal(res.headers.get("x-svc-errorcode"), "HTTP_MULTIPART_INVALID");
+  assert.match(JSON.parse(text).message, /part header/);
+  // A long filler header ahead of the Content-Type would have dropped the type silently.
+  const filler = await postMultipart(
+    `Content-Disposition: form-data; name="a"; filename="a.bin"\r\nX-Filler: ${"x".repeat(9000)}` +
+      "\r\nContent-Type: application/octet-stream",
+  );
+  assert.equal(filler.status, 400, await filler.clone().text());
+  await filler.body?.cancel();
+  // Just under the limit is read whole.
+  const near = "n".repeat(8000);
+  const ok = await postMultipart(`Content-Disposition: form-data; name="${near}"`);
+  const req = (await ok.json()) as { body: Record<string, unknown> };
+  assert.equal(ok.status, 200);
+  assert.equal(req.body[near], "v");
+});
+
+Deno.test("multipart: a part without Content-Type is text/plain (RFC 7578)", async () => {
+  const res = await postMultipart(`Content-Disposition: form-data; name="f"; filename="a.txt"`, "hi");
+  const req = (await res.json()) as { body: { f: { content_type: string; content_base64: string } } };
+  assert.equal(res.status, 200);
+  assert.equal(req.body.f.content_type, "text/plain");
+  assert.equal(atob(req.body.f.content_base64), "hi");
+});
+
+Deno.test("health ignores credentials: a bad Bearer token or cookie never fails it", async () => {
+  for (const path of ["/svc/health", "/svc/health/ready", "/svc/health/live"]) {
+    for (
+      const headers of [
+        { authorization: "Bearer not-a-token" } as Record<string, string>,
+        { authorization: "Bearer" },
+        { authorization: "Bearer a b" },
+        { cookie: "accesstoken=garbage" },
+      ]
+    ) {
+      const res = await fetch(srv.url + path, { headers });
+      const text = await res.text();
+      assert.equal(res.status, 200, `${path} ${JSON.stringify(headers)}: ${text}`);
+      assert.equal(res.headers.get("www-authenticate"), null);
+      assert.deepEqual(res.headers.getSetCookie(), [], `${path}: no cookie cleared`);
+    }
+  }
+});
+
+/** An answer with `name` replaced by X, to compare the shapes of two answers. */
+async function shape(res: Promise<Response>, name: string): Promise<string> {
+  const r = await res;
+  const text = await r.text();
+  const headers = [...r.headers].filter(([k]) => !["date", "x-request-id"].includes(k));
+  return JSON.stringify([r.status, headers, text.replaceAll(name, "X")]);
+}
+
+Deno.test("a relation without a grant is answered like one that does not exist", async () => {
+  for (const headers of [{}, await appUser()]) {
+    const both = async (f: (name: string) => Promise<Response>) => {
+      const a = await shape(f("canary"), "canary");
+      const b = await shape(f("no_such_tbl"), "no_such_tbl");
+      assert.equal(a, b);
+      return a;
+    };
+    const json = { "content-type": "application/json", ...headers };
+    const post = (body: unknown) =>
+      fetch(srv.url + "/svc", { method: "POST", headers: json, body: JSON.stringify(body) });
+    // Reads: POST, GET, a join, a batch.
+    assert.match(await both((n) => post({ relation: n })), /QUERY_UNKNOWN_RELATION/);
+    await both((n) => post({ relation: n, select: ["id", "secret"], where: ["=", "id", 1] }));
+    await both((n) => fetch(srv.url + `/svc?relation=${n}`, { headers }));
+    await both((n) =>
+      post({ relation: "artist", join: { x: { relation: n, on: [["artist_id", "id"]] } } })
+    );
+    await both((n) => post([{ relation: "artist", limit: 1 }, { relation: n }]));
+    await both((n) => post({ relation: "public." + n }));
+    // Writes, as the root and as a child.
+    await both((n) => post({ query: { relation: n, select: ["id"] }, data: [{ id: 2 }] }));
+    await both((n) =>
+      post({
+        query: { relation: "artist", select: ["artist_id", { x: { relation: n, select: ["id"] } }] },
+        data: [{ artist_id: 1, x: [{ id: 3 }] }],
+      })
+    );
+    // Functions.
+    await both((n) => post({ function: n + "_fn" }));
+    // Describing and client generation mention neither.
+    for (const path of ["/svc/database.json", "/svc/database.ts"]) {
+      const res = await fetch(srv.url + path, { headers });
+      const text = await res.text();
+      assert.equal(res.status, 200, path);
+      assert.doesNotMatch(text, /canary/, path);
+    }
+  }
+});
+
+Deno.test("stop", async () => {
+  await srv.stop();
+  await stopDb();
+});
