@@ -164,7 +164,7 @@ Deno.test("multipart: a part header over 8 KiB is 400 HTTP_MULTIPART_INVALID, ne
   const name = "f".repeat(9000);
   const res = await postMultipart(`Content-Disposition: form-data; name="${name}"`);
   const text = await res.text();
-  assert.equal(res.status, 400, text);
+  assert.equal(res.status, 400, text.slice(0, 200));
   assert.equal(res.headers.get("x-svc-errorcode"), "HTTP_MULTIPART_INVALID");
   assert.match(JSON.parse(text).message, /part header/);
   // A long filler header ahead of the Content-Type would have dropped the type silently.
