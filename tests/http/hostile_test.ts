@@ -109,9 +109,17 @@ Deno.test("every field of a route's response with a wrong type or value: a clear
     ["cookie name with a space", { cookies: { "a b": "1" } }, /cookie name/],
     ["cookie max_age a string", { cookies: { c: { value: "v", max_age: "60" } } }, /max_age/],
     ["cookie max_age 1e300", { cookies: { c: { value: "v", max_age: 1e300 } } }, /max_age/],
-    ["cookie http_only a string", { cookies: { c: { value: "v", http_only: "false" } } }, /http_only/],
+    [
+      "cookie http_only a string",
+      { cookies: { c: { value: "v", http_only: "false" } } },
+      /http_only/,
+    ],
     ["cookie secure a number", { cookies: { c: { value: "v", secure: 0 } } }, /secure/],
-    ["cookie same_site lower case", { cookies: { c: { value: "v", same_site: "lax" } } }, /same_site/],
+    [
+      "cookie same_site lower case",
+      { cookies: { c: { value: "v", same_site: "lax" } } },
+      /same_site/,
+    ],
     ["cookie path a number", { cookies: { c: { value: "v", path: 1 } } }, /path/],
     ["cookie path with ;", { cookies: { c: { value: "v", path: "/;x" } } }, /path/],
     ["cookie domain invalid", { cookies: { c: { value: "v", domain: "a b" } } }, /domain/],
@@ -183,8 +191,13 @@ Deno.test("multipart: a part header over 8 KiB is 400 HTTP_MULTIPART_INVALID, ne
 });
 
 Deno.test("multipart: a part without Content-Type is text/plain (RFC 7578)", async () => {
-  const res = await postMultipart(`Content-Disposition: form-data; name="f"; filename="a.txt"`, "hi");
-  const req = (await res.json()) as { body: { f: { content_type: string; content_base64: string } } };
+  const res = await postMultipart(
+    `Content-Disposition: form-data; name="f"; filename="a.txt"`,
+    "hi",
+  );
+  const req = (await res.json()) as {
+    body: { f: { content_type: string; content_base64: string } };
+  };
   assert.equal(res.status, 200);
   assert.equal(req.body.f.content_type, "text/plain");
   assert.equal(atob(req.body.f.content_base64), "hi");
@@ -241,7 +254,10 @@ Deno.test("a relation without a grant is answered like one that does not exist",
     await both((n) => post({ query: { relation: n, select: ["id"] }, data: [{ id: 2 }] }));
     await both((n) =>
       post({
-        query: { relation: "artist", select: ["artist_id", { x: { relation: n, select: ["id"] } }] },
+        query: {
+          relation: "artist",
+          select: ["artist_id", { x: { relation: n, select: ["id"] } }],
+        },
         data: [{ artist_id: 1, x: [{ id: 3 }] }],
       })
     );

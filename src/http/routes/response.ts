@@ -92,7 +92,7 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // deno-lint-ignore no-control-regex
 const BAD = /[\x00-\x08\x0a-\x1f\x7f]/;
 /** What a header value cannot carry either: a character beyond Latin-1 (not one byte). */
-const WIDE = /[^\x00-\xff]/;
+const WIDE = /[\u0100-\u{10ffff}]/u;
 
 /**
  * A redirect target a browser could read as another host: a control character (C0, DEL, C1) or
