@@ -10,8 +10,13 @@ import { markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
 import { type FoundSource, NeedRowTypes } from "../compile/parse_common.ts";
-import { type RequestTx, transaction } from "../db/run_as.ts";
-import { selectableRelations, usableCandidates } from "../db/privileges.ts";
+import { pipeline, type RequestTx, transaction } from "../db/run_as.ts";
+import {
+  selectableRelations,
+  usableCandidates,
+  usableOf,
+  usableStatement,
+} from "../db/privileges.ts";
 import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import { resolveParams } from "../wellknown/registry.ts";
 import { CACHE_MAX_KEY, writeQueries } from "./cache.ts";
@@ -123,10 +128,13 @@ export async function hideUnreadable(
     if (stopped) break;
   }
   if (found.length === 0) return e;
+  const q = usableStatement(found.map((x) => x.f.candidate));
+  if (q === null) return e;
   let usable: Set<number>;
   try {
-    const candidates = found.map((x) => x.f.candidate);
-    usable = await transaction(ctx.db, ctx.who, (tx) => usableCandidates(tx, candidates));
+    // One round trip (begin, the role switch, the question, rollback), on the error path only.
+    const [rows] = await pipeline(ctx.db, ctx.who, [q], "rollback");
+    usable = usableOf(rows[0]);
   } catch {
     return e;
   }

@@ -187,11 +187,12 @@ Deno.test("a permission denial is 403 for the anonymous role too", async () => {
       "PG_42501",
     ],
     ["a table, GET /svc", () => srv.get("/svc?relation=closed&schema=sc"), 403, "PG_42501"],
+    // A function's only privilege is EXECUTE: without it, it is unknown to the role.
     [
       "a function, /svc",
       () => srv.post("/svc", { function: "closed_fn", schema: "sc" }),
-      403,
-      "PG_42501",
+      404,
+      "QUERY_UNKNOWN_RELATION",
     ],
     [
       "a write, /svc",
