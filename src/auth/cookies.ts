@@ -36,7 +36,9 @@ export function cookieValues(header: string | null | undefined, name: string): s
 
 /**
  * The cookies a declared route's function sees (`req.cookies`): the first value of each name,
- * percent-decoded when it decodes, leaving out `exclude` (the session cookie).
+ * percent-decoded when it decodes to text PostgreSQL can hold (not when it is invalid UTF-8 or
+ * holds NUL: a cookie any site of the domain can plant must not make every route fail), leaving
+ * out `exclude` (the session cookie).
  */
 export function requestCookies(
   header: string | null | undefined,
@@ -46,7 +48,8 @@ export function requestCookies(
   for (const [name, [value]] of parseCookieHeader(header)) {
     if (name === exclude) continue;
     try {
-      out[name] = decodeURIComponent(value);
+      const decoded = decodeURIComponent(value);
+      out[name] = decoded.includes("\0") ? value : decoded;
     } catch {
       out[name] = value;
     }

@@ -231,6 +231,17 @@ Deno.test("health ignores credentials: a bad Bearer token or cookie never fails 
   }
 });
 
+Deno.test("a cookie that percent-decodes to NUL reaches routes undecoded, never failing them", async () => {
+  // A sibling site can plant such a cookie: it must not make every route (and middleware) fail.
+  const res = await fetch(srv.url + "/echo", {
+    method: "POST",
+    headers: { cookie: "a=%00; b=x%20y; c=%E0%A4%A" },
+  });
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  assert.deepEqual(JSON.parse(text).cookies, { a: "%00", b: "x y", c: "%E0%A4%A" });
+});
+
 /** An answer with `name` replaced by X, to compare the shapes of two answers. */
 async function shape(res: Promise<Response>, name: string): Promise<string> {
   const r = await res;
