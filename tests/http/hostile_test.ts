@@ -22,6 +22,13 @@ create function hz.respond(req jsonb, out resp jsonb, out content jsonb) volatil
   select req->'body'->'resp', req->'body'->'content'
 $$;
 comment on function hz.respond(jsonb) is 'route:: path: /respond';
+-- The same, after writing a row: what a refused answer must not leave behind.
+create function hz.respond_after_write(req jsonb, out resp jsonb, out content jsonb) volatile
+language sql as $$
+  insert into hz.log (note) values (req->'body'->>'note');
+  select req->'body'->'resp', req->'body'->'content'
+$$;
+comment on function hz.respond_after_write(jsonb) is 'route:: path: /respond_after_write';
 create function hz.echo(req jsonb, out resp jsonb, out content jsonb) volatile language sql as $$
   select null::jsonb, req
 $$;
@@ -138,6 +145,12 @@ Deno.test("every field of a route's response with a wrong type or value: a clear
     ["template a number", { template: 5 }, /template/],
     ["jwt a string", { jwt: "x" }, /jwt/],
     ["jwt without role", { jwt: { sub: "x" } }, /jwt/],
+    // svc frames the answer itself: hop-by-hop and framing headers are not the function's.
+    ["header connection", { headers: { Connection: "upgrade" } }, /header Connection/],
+    ["header upgrade", { headers: { upgrade: "websocket" } }, /header upgrade/],
+    ["header transfer-encoding", { headers: { "transfer-encoding": "gzip" } }, /transfer-encoding/],
+    ["header content-length", { headers: { "content-length": "1" } }, /content-length/],
+    ["header keep-alive", { headers: { "keep-alive": "timeout=5" } }, /keep-alive/],
   ];
   for (const [what, resp, reason] of cases) {
     const r = await respond(resp);
@@ -149,6 +162,50 @@ Deno.test("every field of a route's response with a wrong type or value: a clear
     assert.equal(r.res.headers.get("x-a"), null, what);
     assert.deepEqual(r.res.headers.getSetCookie(), [], what);
   }
+});
+
+Deno.test("a Location header is checked like redirect, before the function's write commits", async () => {
+  const notes = async (note: string) => {
+    const res = await srv.post("/svc", {
+      relation: "log",
+      schema: "hz",
+      select: ["note"],
+      where: ["=", "note", [note]],
+    });
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    return (JSON.parse(text) as unknown[]).length;
+  };
+  for (
+    const headers of [
+      { Location: "//evil.com" },
+      { location: ["/\\evil.com"] },
+      { LOCATION: "/%09/evil.com" },
+    ]
+  ) {
+    const note = `loc-${JSON.stringify(headers)}`;
+    const res = await fetch(srv.url + "/respond_after_write", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ note, resp: { status: 302, headers } }),
+      redirect: "manual",
+    });
+    const text = await res.text();
+    assert.equal(res.status, 400, text);
+    assert.equal(res.headers.get("x-svc-errorcode"), "HTTP_UNSAFE_REDIRECT");
+    assert.equal(res.headers.get("location"), null);
+    assert.equal(await notes(note), 0, `${note}: rolled back`);
+  }
+  const ok = await fetch(srv.url + "/respond_after_write", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ note: "loc-ok", resp: { status: 302, headers: { Location: "/é" } } }),
+    redirect: "manual",
+  });
+  await ok.body?.cancel();
+  assert.equal(ok.status, 302);
+  assert.equal(ok.headers.get("location"), "/%C3%A9");
+  assert.equal(await notes("loc-ok"), 1);
 });
 
 Deno.test("a route's null-body status with content answers without a body, never a 500", async () => {

@@ -137,9 +137,29 @@ export function safeRedirect(value: string): string {
  * function wrote is committed.
  */
 export function checkRedirect(envelope: unknown): void {
-  if (!isObject(envelope) || typeof envelope.redirect !== "string") return;
-  safeRedirect(envelope.redirect);
+  if (!isObject(envelope)) return;
+  if (typeof envelope.redirect === "string") safeRedirect(envelope.redirect);
+  if (!isObject(envelope.headers)) return;
+  for (const [k, v] of Object.entries(envelope.headers)) {
+    if (k.toLowerCase() !== "location") continue;
+    for (const one of Array.isArray(v) ? v : [v]) if (typeof one === "string") safeRedirect(one);
+  }
 }
+
+/**
+ * Headers svc sets itself when it frames the answer (hop-by-hop and body framing): a function
+ * giving one is refused rather than sent beside svc's own or silently replaced.
+ */
+const FRAMING = new Set([
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "proxy-connection",
+  "content-length",
+]);
 
 /** Whether a `Clear-Site-Data` header value clears cookies (`"cookies"` or `"*"`). */
 function clearsCookies(value: string): boolean {
@@ -307,18 +327,22 @@ export async function buildResponse(
     if (!isObject(r.headers)) throw malformed(who, "headers is not an object");
     for (const [k, v] of Object.entries(r.headers)) {
       if (!TOKEN.test(k)) throw malformed(who, `invalid header name ${quoted(k)}`);
+      const lower = k.toLowerCase();
+      if (FRAMING.has(lower)) {
+        throw malformed(who, `header ${k} is svc's own (it frames the answer)`);
+      }
       if (v === null || v === undefined) continue;
       const values = Array.isArray(v) ? v : [v];
       for (const one of values) {
         if (typeof one !== "string" && typeof one !== "number" && typeof one !== "boolean") {
           throw malformed(who, `header ${k}: value is not a string`);
         }
-        const s = String(one);
+        // A Location is a redirect target: the same check (and encoding) as `redirect`.
+        const s = lower === "location" ? safeRedirect(String(one)) : String(one);
         if (BAD.test(s)) throw malformed(who, `header ${k}: a control character in the value`);
         if (WIDE.test(s)) {
           throw malformed(who, `header ${k}: a character beyond Latin-1 in the value`);
         }
-        const lower = k.toLowerCase();
         if (
           (lower === "set-cookie" && setsCookie(s, ctx.sessionCookieName)) ||
           (lower === "clear-site-data" && clearsCookies(s))
