@@ -74,7 +74,8 @@ Deno.test("a route cannot set, clear or shadow the session cookie through resp.h
       const text = await res.text();
       const sent = res.headers.getSetCookie();
       if (
-        res.status !== 500 || res.headers.get("x-svc-errorcode") !== "HTTP_ROUTE_RESPONSE_INVALID" ||
+        res.status !== 500 ||
+        res.headers.get("x-svc-errorcode") !== "HTTP_ROUTE_RESPONSE_INVALID" ||
         text.includes("evil") || sent.some((h) => /accesstoken|evil|theme/.test(h)) ||
         res.headers.get("clear-site-data") !== null
       ) failures.push(`${what} (${as}): ${res.status} ${JSON.stringify(sent)}`);
