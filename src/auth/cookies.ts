@@ -47,14 +47,31 @@ export function requestCookies(
   const out: Record<string, string> = {};
   for (const [name, [value]] of parseCookieHeader(header)) {
     if (name === exclude) continue;
+    const raw = utf8Bytes(value);
     try {
-      const decoded = decodeURIComponent(value);
-      out[name] = decoded.includes("\0") ? value : decoded;
+      const decoded = decodeURIComponent(raw);
+      out[name] = decoded.includes("\0") ? raw : decoded;
     } catch {
-      out[name] = value;
+      out[name] = raw;
     }
   }
   return out;
+}
+
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A header value's characters (one per byte, as HTTP hands them over) read as UTF-8 when they are
+ * valid UTF-8 (a browser sends a cookie set to `café` as its UTF-8 bytes), else unchanged.
+ */
+function utf8Bytes(value: string): string {
+  // deno-lint-ignore no-control-regex
+  if (!/[^\u0000-\u007f]/.test(value) || /[^\u0000-\u00ff]/.test(value)) return value;
+  try {
+    return STRICT_UTF8.decode(Uint8Array.from(value, (c) => c.charCodeAt(0)));
+  } catch {
+    return value;
+  }
 }
 
 /** A `Cookie` header without the pairs named `name` (empty when nothing else is left). */

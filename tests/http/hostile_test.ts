@@ -299,6 +299,45 @@ Deno.test("a cookie that percent-decodes to NUL reaches routes undecoded, never 
   assert.deepEqual(JSON.parse(text).cookies, { a: "%00", b: "x y", c: "%E0%A4%A" });
 });
 
+/** Sends `head` (request line and headers, CRLF-separated, as raw bytes) and reads the answer. */
+async function rawRequest(head: Uint8Array): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: Number(new URL(srv.url).port) });
+  try {
+    await conn.write(head);
+    return await new Response(conn.readable).text();
+  } catch (e) {
+    try {
+      conn.close();
+    } catch { /* closed */ }
+    throw e;
+  }
+}
+
+Deno.test("a cookie or header sent as raw UTF-8 bytes: cookies decoded, headers as Latin-1", async () => {
+  const enc = new TextEncoder();
+  const head = (extra: string) => {
+    const a = enc.encode("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra);
+    return a;
+  };
+  const bytes = new Uint8Array([
+    ...head("Content-Length: 0\r\nCookie: a=caf"),
+    0xc3,
+    0xa9,
+    ...enc.encode("; b=caf"),
+    0xe9,
+    ...enc.encode("\r\nX-Name: caf"),
+    0xc3,
+    0xa9,
+    ...enc.encode("\r\n\r\n"),
+  ]);
+  const answer = await rawRequest(bytes);
+  const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+  // The cookie's bytes are read as UTF-8 (as its %-escapes are); one that is not stays as sent.
+  assert.equal(body.cookies.a, "café");
+  assert.equal(body.cookies.b, "caf\u00e9");
+  assert.equal(body.headers["x-name"], "caf\u00c3\u00a9");
+});
+
 /** An answer with `name` replaced by X, to compare the shapes of two answers. */
 async function shape(res: Promise<Response>, name: string): Promise<string> {
   const r = await res;
