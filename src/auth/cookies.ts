@@ -36,7 +36,9 @@ export function cookieValues(header: string | null | undefined, name: string): s
 
 /**
  * The cookies a declared route's function sees (`req.cookies`): the first value of each name,
- * percent-decoded when it decodes, leaving out `exclude` (the session cookie).
+ * percent-decoded when it decodes to text PostgreSQL can hold (not when it is invalid UTF-8 or
+ * holds NUL: a cookie any site of the domain can plant must not make every route fail), leaving
+ * out `exclude` (the session cookie).
  */
 export function requestCookies(
   header: string | null | undefined,
@@ -45,13 +47,31 @@ export function requestCookies(
   const out: Record<string, string> = {};
   for (const [name, [value]] of parseCookieHeader(header)) {
     if (name === exclude) continue;
+    const raw = utf8Bytes(value);
     try {
-      out[name] = decodeURIComponent(value);
+      const decoded = decodeURIComponent(raw);
+      out[name] = decoded.includes("\0") ? raw : decoded;
     } catch {
-      out[name] = value;
+      out[name] = raw;
     }
   }
   return out;
+}
+
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A header value's characters (one per byte, as HTTP hands them over) read as UTF-8 when they are
+ * valid UTF-8 (a browser sends a cookie set to `café` as its UTF-8 bytes), else unchanged.
+ */
+function utf8Bytes(value: string): string {
+  // deno-lint-ignore no-control-regex
+  if (!/[^\u0000-\u007f]/.test(value) || /[^\u0000-\u00ff]/.test(value)) return value;
+  try {
+    return STRICT_UTF8.decode(Uint8Array.from(value, (c) => c.charCodeAt(0)));
+  } catch {
+    return value;
+  }
 }
 
 /** A `Cookie` header without the pairs named `name` (empty when nothing else is left). */

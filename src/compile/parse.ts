@@ -158,15 +158,19 @@ function parseSource(
     // No privilege check here: PostgreSQL's grants and RLS decide (svc has no authorization
     // layer of its own, docs/endpoint.md); only blacklisted or absent relations are unknown.
     const relation = findRelation(ctx.schema, relName, ns);
-    if (!relation) {
-      throw new SuggestingError(
+    const unknown = () =>
+      new SuggestingError(
         "QUERY_UNKNOWN_RELATION",
         relName,
         relationCandidates(ctx.schema, ns),
         (hint) => `unknown relation '${relName}'${hint}`,
         { pointer: ptr(pointer, "relation") },
       );
-    }
+    if (!relation) throw unknown();
+    ctx.opts.found?.push({
+      candidate: { name: relName, need: { relation: relation.oid } },
+      unknown,
+    });
     return { source: { kind: "relation", relation }, name: relName, relation };
   }
   if (fnName === undefined) throw invalid(pointer, "a relation needs 'relation' or 'function'");
@@ -186,15 +190,19 @@ function parseFunctionSource(
   ns: string | undefined,
 ): Source {
   const candidates = findFunctions(ctx.schema, fnName, ns);
-  if (candidates.length === 0) {
-    throw new SuggestingError(
+  const unknown = () =>
+    new SuggestingError(
       "QUERY_UNKNOWN_RELATION",
       fnName,
       functionCandidates(ctx.schema, ns),
       (hint) => `unknown function '${fnName}'${hint}`,
       { pointer: ptr(pointer, "function") },
     );
-  }
+  if (candidates.length === 0) throw unknown();
+  ctx.opts.found?.push({
+    candidate: { name: fnName, need: { functions: candidates.map((f) => f.oid) } },
+    unknown,
+  });
   const argsPointer = ptr(pointer, "arguments");
   const raw = tree.arguments ?? [];
   let named: string[] | null;

@@ -27,6 +27,20 @@ export interface ParseOptions {
    * {@link NeedRowTypes} naming the relations to ask about (then parse again with them).
    */
   rowTypes?: ReadonlySet<number>;
+  /**
+   * Collects, in parse order, every relation or function the tree names that exists: an error
+   * of the request is then answered as the unknown name one of them would have been when the
+   * role holds no privilege on it (see `hideUnreadable` in src/query/resolve.ts).
+   */
+  found?: FoundSource[];
+}
+
+/** A relation or function a query names and the schema holds (see {@link ParseOptions.found}). */
+export interface FoundSource {
+  /** What the role must hold a privilege on (any privilege; EXECUTE on one overload). */
+  candidate: Candidate;
+  /** The error the same position would be if the name did not exist. */
+  unknown: () => SvcError;
 }
 
 /**

@@ -36,6 +36,19 @@ select array(
  * EXECUTE on a function; always with USAGE on the schema.
  */
 export async function usableCandidates(tx: Tx, candidates: Candidate[]): Promise<Set<number>> {
+  const q = usableStatement(candidates);
+  if (q === null) return new Set();
+  const [row] = await tx.query(q.sql, q.params);
+  return usableOf(row);
+}
+
+/**
+ * The statement {@link usableCandidates} runs (for a caller that sends it in a batch of its
+ * own), or null when no candidate needs asking; {@link usableOf} reads its row.
+ */
+export function usableStatement(
+  candidates: Candidate[],
+): { sql: string; params: unknown[] } | null {
   const needs: Record<string, unknown>[] = [];
   candidates.forEach((c, i) => {
     const n = c.need;
@@ -43,9 +56,13 @@ export async function usableCandidates(tx: Tx, candidates: Candidate[]): Promise
     if ("functions" in n) needs.push({ i, functions: n.functions });
     else needs.push({ i, relation: n.relation, column: "column" in n ? n.column : null });
   });
-  if (needs.length === 0) return new Set();
-  const [row] = await tx.query(Q_USABLE, [JSON.stringify(needs)]);
-  return new Set((row.usable as (number | string)[]).map(Number));
+  if (needs.length === 0) return null;
+  return { sql: Q_USABLE, params: [JSON.stringify(needs)] };
+}
+
+/** The candidates' indexes a row of {@link usableStatement} lists as usable. */
+export function usableOf(row: Record<string, unknown> | undefined): Set<number> {
+  return new Set(((row?.usable ?? []) as (number | string)[]).map(Number));
 }
 
 const Q_SELECTABLE = `

@@ -29,10 +29,15 @@ export interface IdentifyDeps {
   clientWatch?: ClientWatch;
 }
 
+/** No credential at all: what a health check is resolved with. */
+const NO_HEADERS = new Headers();
+
 /**
  * The request's identity. A client that goes away cancels its statement, as reload and shutdown
  * do (also while a large answer streams). At once (no promise) when the credential needs no
- * verification (no Bearer token, no session cookie).
+ * verification (no Bearer token, no session cookie). With `credentials` false (health checks,
+ * which run no SQL as anyone) the request's cookie and `Authorization` are not read at all: a
+ * bad token or cookie neither fails the probe nor gets a clearing cookie.
  */
 export function identify(
   req: Request,
@@ -40,9 +45,10 @@ export function identify(
   gate: Gate,
   info: Deno.ServeHandlerInfo | undefined,
   deps: IdentifyDeps,
+  credentials = true,
 ): Identity | Promise<Identity> {
   // A Bearer token, else the session cookie (src/auth/bearer.ts).
-  const session = deps.auth.resolve(req.headers);
+  const session = deps.auth.resolve(credentials ? req.headers : NO_HEADERS);
   if (session instanceof Promise) {
     return session.then((s) => identified(s, req, requestId, gate, info, deps));
   }

@@ -7,7 +7,9 @@
  * `{filename, content_type, size, content_base64}`; with it, every file part goes to
  * `<dir>/<uuid>` and is listed in `files` as `{field, filename, content_type, size, path}`. A part
  * is a file when it has a filename; names are read as UTF-8, a field's value must be UTF-8, a part
- * without Content-Type is `text/plain`. A failed decode removes every file it wrote.
+ * without Content-Type is `text/plain` (RFC 7578). A part's header block over 8 KiB is 400
+ * HTTP_MULTIPART_INVALID (the parser would cut it silently). A failed decode removes every file it
+ * wrote.
  */
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import { SvcError } from "../svc_error.ts";
@@ -48,6 +50,34 @@ export interface MultipartOptions {
 
 // deno-lint-ignore no-control-regex
 const CONTROL = /[\x00-\x1f\x7f]/g;
+
+/** The longest header block of one part, in bytes (8 KiB). */
+export const PART_HEADER_MAX = 8 * 1024;
+
+/** The part-header parser inside busboy (@fastify/busboy 3.2.6: busboy → Multipart → Dicer). */
+interface HeaderParser {
+  /** Set once the header block reached the parser's size limit (the rest is dropped). */
+  maxed: boolean;
+  _finish(): void;
+}
+
+/**
+ * Calls `over` when a part's header block reaches the parser's limit, before the parser emits
+ * the cut header: busboy drops the bytes beyond it without a word. The parser is an internal of
+ * the pinned version; if it is not where it was, decoding refuses to run (an upgrade must look).
+ */
+function watchHeaderSize(parser: BusboyInstance, over: () => void): void {
+  const hp = (parser as unknown as { _parser?: { parser?: { _hparser?: HeaderParser } } })
+    ._parser?.parser?._hparser;
+  if (!hp || typeof hp._finish !== "function" || typeof hp.maxed !== "boolean") {
+    throw new Error("@fastify/busboy's header parser moved: check the part header limit");
+  }
+  const finish = hp._finish;
+  hp._finish = function (this: HeaderParser) {
+    if (this.maxed) over();
+    finish.call(this);
+  };
+}
 
 /** Whether a request announces multipart/form-data. */
 export function isMultipart(req: Request): boolean {
@@ -91,7 +121,7 @@ export async function decodeMultipart(
       headers: { "content-type": ct },
       preservePath: true, // the client's file name is kept as text (never used as a path)
       isPartAFile: () => true, // every part as bytes: a field's text is decoded here, strictly
-      limits: { parts: opts.maxParts, headerSize: 8 * 1024 },
+      limits: { parts: opts.maxParts, headerSize: PART_HEADER_MAX + 1 },
     });
   } catch {
     throw new SvcError("HTTP_MULTIPART_INVALID", "multipart/form-data without a boundary");
@@ -110,6 +140,13 @@ export async function decodeMultipart(
     failed.reject(e);
   };
   failed.promise.catch(() => {});
+  watchHeaderSize(parser, () =>
+    fail(
+      new SvcError(
+        "HTTP_MULTIPART_INVALID",
+        `a multipart part header is over ${PART_HEADER_MAX} bytes`,
+      ),
+    ));
   const stored: StoredFile[] = [];
   const open = new Set<Deno.FsFile>();
   /** Each part's name and value, in part order (streamed file parts have none). */

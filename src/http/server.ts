@@ -71,7 +71,9 @@ export function createApp(deps: AppDeps): App {
     let id: Identity | undefined;
     let answer: Answer;
     try {
-      const identified = identify(req, rid, gate, info, who);
+      // Health checks read no credential (docs/endpoint.md): a probe never depends on one.
+      const health = path === "/svc/health" || path.startsWith("/svc/health/");
+      const identified = identify(req, rid, gate, info, who, !health);
       id = identified instanceof Promise ? await identified : identified;
       call.who = id.who;
       call.anonymous = id.anonymous;

@@ -6,12 +6,17 @@
  *
  * @module
  */
-import { SvcError } from "../svc_error.ts";
+import { markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
-import { NeedRowTypes } from "../compile/parse_common.ts";
-import { type RequestTx, transaction } from "../db/run_as.ts";
-import { selectableRelations, usableCandidates } from "../db/privileges.ts";
+import { type FoundSource, NeedRowTypes } from "../compile/parse_common.ts";
+import { pipeline, type RequestTx, transaction } from "../db/run_as.ts";
+import {
+  selectableRelations,
+  usableCandidates,
+  usableOf,
+  usableStatement,
+} from "../db/privileges.ts";
 import { type Candidate, SuggestingError } from "../util/suggest.ts";
 import { resolveParams } from "../wellknown/registry.ts";
 import { CACHE_MAX_KEY, writeQueries } from "./cache.ts";
@@ -68,12 +73,88 @@ export async function settleHint(ctx: QueryContext, e: unknown): Promise<void> {
   e.settle((c) => usable.has(c));
 }
 
-/** Resolves a query position: an ad-hoc Relation or `{wellknown, params}`. */
+/** A query position of a request: its tree, JSON pointer and batch index (in a batch). */
+export interface Position {
+  query: unknown;
+  pointer: string;
+  index?: number;
+}
+
+/**
+ * Whether an error could tell a relation the role holds no privilege on from one that does not
+ * exist: anything but a session problem, a limit of the HTTP layer, or the database being
+ * unavailable, busy or cancelling.
+ */
+function mayReveal(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") return false;
+  if (e instanceof SvcError) {
+    return !/^(AUTH_|HTTP_|PG_(UNAVAILABLE|POOL_EXHAUSTED|08|40|53|57|58))/.test(code);
+  }
+  return /^[0-9A-Z]{5}$/.test(code) && !/^(08|40|53|57|58)/.test(code);
+}
+
+/**
+ * A relation or function the role holds no privilege on is answered as one that does not exist
+ * (docs/endpoint.md), whatever error its query met (a permission denial, a column that does not
+ * exist, a value the column's type refuses …). Only on the error path: the request's query
+ * positions (`positions()`, null when the request cannot be read) are parsed again collecting what
+ * they name, up to where parsing stops (as the failed request's did), and PostgreSQL is asked, as
+ * the role, which of them it holds no privilege on; the first one's unknown-name error replaces
+ * `e`. When that cannot be asked, `e` stands.
+ */
+export async function hideUnreadable(
+  ctx: QueryContext,
+  e: unknown,
+  positions: () => Position[] | null,
+): Promise<unknown> {
+  if (!mayReveal(e)) return e;
+  let list: Position[] | null;
+  try {
+    list = positions();
+  } catch {
+    return e;
+  }
+  const found: { f: FoundSource; index?: number }[] = [];
+  for (const p of list ?? []) {
+    const sink: FoundSource[] = [];
+    let stopped = false;
+    try {
+      resolveQuery(ctx, p.query, p.pointer, undefined, sink);
+    } catch {
+      stopped = true;
+    }
+    for (const f of sink) found.push({ f, index: p.index });
+    if (stopped) break;
+  }
+  if (found.length === 0) return e;
+  const q = usableStatement(found.map((x) => x.f.candidate));
+  if (q === null) return e;
+  let usable: Set<number>;
+  try {
+    // One round trip (begin, the role switch, the question, rollback), on the error path only.
+    const [rows] = await pipeline(ctx.db, ctx.who, [q], "rollback");
+    usable = usableOf(rows[0]);
+  } catch {
+    return e;
+  }
+  const first = found.findIndex((_, i) => !usable.has(i));
+  if (first < 0) return e;
+  const err = found[first].f.unknown();
+  if (found[first].index !== undefined) markBatchIndex(err, found[first].index);
+  return err;
+}
+
+/**
+ * Resolves a query position: an ad-hoc Relation or `{wellknown, params}`. `found` collects the
+ * relations and functions it names (see {@link hideUnreadable}).
+ */
 export function resolveQuery(
   ctx: QueryContext,
   query: unknown,
   pointer: string,
   rowTypes?: ReadonlySet<number>,
+  found?: FoundSource[],
 ): Resolved {
   if (isObject(query) && "wellknown" in query) {
     const name = query.wellknown;
@@ -97,6 +178,7 @@ export function resolveQuery(
     pointer,
     role: ctx.who.role,
     rowTypes,
+    found,
   });
   const max = ctx.cfg.pg.query.max_joins;
   if (countJoins(node) > max) {

@@ -19,7 +19,15 @@ import { executeWrite, toSend, type WriteResult, writeResult } from "../write/ex
 import { type CompiledWrite, compileWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { CACHE_MAX_KEY, type CachedRead, readCache } from "./cache.ts";
-import { resolve, type Resolved, resolveQuery, resolveWrite, settleHint } from "./resolve.ts";
+import {
+  hideUnreadable,
+  type Position,
+  resolve,
+  type Resolved,
+  resolveQuery,
+  resolveWrite,
+  settleHint,
+} from "./resolve.ts";
 import { isSmall } from "./small.ts";
 import { readOnlyTree } from "./read_target.ts";
 import type { Database } from "../db/pool.ts";
@@ -393,9 +401,21 @@ export async function runPost(ctx: QueryContext, text: string): Promise<Body> {
   try {
     return await post(ctx, text);
   } catch (e) {
-    await settleHint(ctx, e);
-    throw e;
+    const answered = await hideUnreadable(ctx, e, () => postPositions(ctx, text));
+    await settleHint(ctx, answered);
+    throw answered;
   }
+}
+
+/** The query positions of a POST /svc body, at the pointers its errors carry. */
+function postPositions(ctx: QueryContext, text: string): Position[] {
+  const parsed = parseBody(parseJson(text, ctx.cfg.http.max_json_depth));
+  const at = (q: ComplexQuery, base: string) =>
+    `${base}${q.complex || q.data !== undefined ? "/query" : ""}`;
+  if (parsed.kind === "single") {
+    return [{ query: parsed.query.query, pointer: at(parsed.query, "") }];
+  }
+  return parsed.items.map((q, i) => ({ query: q.query, pointer: at(q, `/${i}`), index: i }));
 }
 
 /** A POST body's answer: a cached read's at once (no async step of its own), else compiled. */
@@ -443,8 +463,12 @@ export async function runGet(ctx: QueryContext, url: URL): Promise<Body> {
   try {
     return await get(ctx, url);
   } catch (e) {
-    await settleHint(ctx, e);
-    throw e;
+    const answered = await hideUnreadable(ctx, e, () => {
+      const g = parseGetQuery(url.searchParams);
+      return g.wellknown !== undefined ? null : [{ query: g.tree, pointer: "" }];
+    });
+    await settleHint(ctx, answered);
+    throw answered;
   }
 }
 

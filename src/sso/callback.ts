@@ -24,7 +24,10 @@ export interface CallbackDeps {
   sessionCookieName: string;
   /** `http.cookies_max_age`. */
   cookiesMaxAge: number;
-  /** The routes' hooks (template rendering); without a renderer a template is 500 INTERNAL. */
+  /**
+   * The routes' hooks (template rendering); without a renderer a template is 500
+   * HTTP_ROUTE_RESPONSE_INVALID.
+   */
   hooks?: RouteHooks;
 }
 

@@ -67,6 +67,12 @@ export function compilePattern(text: string): PathPattern {
   const seen = new Set<string>();
   const segments: PathPattern["segments"] = parts.map((p, i) => {
     if (p === "" && i !== parts.length - 1) throw new Error(`empty path segment in ${text}`);
+    if (p === "." || p === "..") {
+      throw new Error(`a . or .. segment cannot be requested (clients resolve it away): ${text}`);
+    }
+    if (p.includes("%")) {
+      throw new Error(`paths are matched decoded: write the character, not a %-escape: ${text}`);
+    }
     const m = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(p);
     if (m) {
       if (seen.has(m[1])) throw new Error(`placeholder {${m[1]}} appears twice in ${text}`);

@@ -64,7 +64,8 @@ Deno.test("an INSERT-only table can be written with returns: none", async () => 
 
 Deno.test("a grant after startup is honoured and a revoke refused, without reload", async () => {
   const q = { relation: "later", select: ["id", "v"] };
-  await expectStatus(await srv.post("/svc", q), 403, "PG_42501");
+  // No privilege at all: answered as a relation that does not exist (docs/endpoint.md).
+  await expectStatus(await srv.post("/svc", q), 404, "QUERY_UNKNOWN_RELATION");
   await psql(`grant select on later to "~anonymous"`, DB);
   const ok = await srv.post("/svc", q);
   assert.deepEqual(JSON.parse(await expectStatus(ok, 200)), [{ id: 1, v: "x" }]);
@@ -77,10 +78,17 @@ Deno.test("a grant after startup is honoured and a revoke refused, without reloa
   assert.ok(names.includes("public.colgrant"), "column grant is shown");
   assert.ok(!names.includes("vault.secret_stuff"));
   await psql(`revoke select on later from "~anonymous"`, DB);
-  await expectStatus(await srv.post("/svc", q), 403, "PG_42501");
+  await expectStatus(await srv.post("/svc", q), 404, "QUERY_UNKNOWN_RELATION");
   const t = now();
   const member = cookie(await token({ role: "app_user", iat: t, exp: t + 1800, auth_time: t }));
-  await expectStatus(await srv.post("/svc", q, member), 403, "PG_42501");
+  await expectStatus(await srv.post("/svc", q, member), 404, "QUERY_UNKNOWN_RELATION");
+  // A privilege of another kind (an UPDATE grant) makes it known again: PostgreSQL refuses.
+  await psql(`grant update (v) on later to app_user`, DB);
+  try {
+    await expectStatus(await srv.post("/svc", q, member), 403, "PG_42501");
+  } finally {
+    await psql(`revoke update (v) on later from app_user`, DB);
+  }
 });
 
 Deno.test("upsert on a unique index (not a constraint)", async () => {

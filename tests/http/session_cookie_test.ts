@@ -74,7 +74,8 @@ Deno.test("a route cannot set, clear or shadow the session cookie through resp.h
       const text = await res.text();
       const sent = res.headers.getSetCookie();
       if (
-        res.status !== 500 || res.headers.get("x-svc-errorcode") !== "INTERNAL" ||
+        res.status !== 500 ||
+        res.headers.get("x-svc-errorcode") !== "HTTP_ROUTE_RESPONSE_INVALID" ||
         text.includes("evil") || sent.some((h) => /accesstoken|evil|theme/.test(h)) ||
         res.headers.get("clear-site-data") !== null
       ) failures.push(`${what} (${as}): ${res.status} ${JSON.stringify(sent)}`);
@@ -83,7 +84,7 @@ Deno.test("a route cannot set, clear or shadow the session cookie through resp.h
   assert.deepEqual(failures, []);
   // The rule that refused a `cookies` entry for it, unchanged.
   const res = await srv.post("/answer", { cookies: { accesstoken: "evil" } });
-  await expect(res, 500, "INTERNAL");
+  await expect(res, 500, "HTTP_ROUTE_RESPONSE_INVALID");
   assert.deepEqual(sessionCookies(res), []);
 });
 
@@ -114,7 +115,7 @@ Deno.test("other Set-Cookie headers and cookies still go out", async () => {
 
 Deno.test("a middleware cannot set the session cookie through its headers either", async () => {
   const bad = await srv.get("/mw/x", { "x-set-cookie": "accesstoken=evil; Path=/mw" });
-  await expect(bad, 500, "INTERNAL");
+  await expect(bad, 500, "HTTP_ROUTE_RESPONSE_INVALID");
   assert.deepEqual(sessionCookies(bad), []);
   const ok = await srv.get("/mw/x", { "x-set-cookie": "theme=dark" });
   assert.deepEqual(JSON.parse(await expect(ok, 200)), { by: "mw" });
@@ -187,11 +188,12 @@ Deno.test("a permission denial is 403 for the anonymous role too", async () => {
       "PG_42501",
     ],
     ["a table, GET /svc", () => srv.get("/svc?relation=closed&schema=sc"), 403, "PG_42501"],
+    // A function's only privilege is EXECUTE: without it, it is unknown to the role.
     [
       "a function, /svc",
       () => srv.post("/svc", { function: "closed_fn", schema: "sc" }),
-      403,
-      "PG_42501",
+      404,
+      "QUERY_UNKNOWN_RELATION",
     ],
     [
       "a write, /svc",

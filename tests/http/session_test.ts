@@ -215,15 +215,16 @@ Deno.test("anonymous role missing: 401 AUTH_ANONYMOUS_DISABLED, sessions still w
   }
 });
 
-Deno.test("the database decides: no privilege is 403, anonymous or not", async () => {
+Deno.test("the database decides: a refused privilege is 403, anonymous or not", async () => {
   await psql(
     `create table hidden (id int primary key); grant select on note to member;`,
     "sessions",
   );
   await srv.server.runtime.reload("signal");
+  // No privilege at all on it: answered as a relation that does not exist (docs/endpoint.md).
   const a = await srv.post("/svc", { relation: "hidden" });
-  assert.equal(a.status, 403);
-  assert.equal(a.headers.get("x-svc-errorcode"), "PG_42501");
+  assert.equal(a.status, 404);
+  assert.equal(a.headers.get("x-svc-errorcode"), "QUERY_UNKNOWN_RELATION");
   await a.body?.cancel();
   // ~anonymous may read note but not insert: the database says 42501.
   const w = await srv.post("/svc", {

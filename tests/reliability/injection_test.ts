@@ -143,13 +143,8 @@ const IDENTIFIER_PLACES: Record<string, [string, (p: string) => Req]> = {
 /** The exact refusal of `p` in `place` (see IDENTIFIER_PLACES). */
 function refusalOf(place: string, what: string, p: string): string {
   const code = IDENTIFIER_PLACES[place][0];
-  // A real relation the role may not read: the name is quoted and PostgreSQL's privilege check
-  // decides (svc has no authorization layer of its own).
-  if (what === "canary by name" && (place === "relation" || place === "GET relation")) {
-    return "PG_42501";
-  }
-  // canary exists (a known relation) but has no artist_id to join on.
-  if (what === "canary by name" && place === "join relation") return "QUERY_UNKNOWN_COLUMN";
+  // A real relation the role holds no privilege on is answered as one that does not exist
+  // (docs/endpoint.md): the same code as any other refused name in these places.
   // GET requests pass the middleware declared ahead of every path first: its req argument is
   // jsonb, which cannot hold NUL (a bound value refused by PostgreSQL, not an identifier).
   if (what === "NUL" && place.startsWith("GET ")) return "PG_22P05";

@@ -40,6 +40,10 @@ Deno.test("path patterns: placeholders are whole segments, no duplicates", () =>
   assert.throws(() => compilePattern("a"), /start with/);
   assert.throws(() => compilePattern("/a/x{id}"), /whole segment/);
   assert.throws(() => compilePattern("/a/{id}/{id}"), /twice/);
+  // Paths no request can reach: clients resolve dot segments, and paths are matched decoded.
+  assert.throws(() => compilePattern("/d/../etc"), /\. or \.\. segment/);
+  assert.throws(() => compilePattern("/d/./x"), /\. or \.\. segment/);
+  assert.throws(() => compilePattern("/p%41"), /matched decoded/);
 });
 
 Deno.test("method inference: IMMUTABLE/STABLE → GET, VOLATILE → POST", () => {

@@ -29,11 +29,19 @@ function fnName(fn: Func): string {
 const DENY = "svc:jwt-not-allowed";
 /** The marker of an unsafe `redirect` (docs/routes.md). */
 const UNSAFE = "svc:unsafe-redirect";
-/** Fails the statement when the resp's redirect is unsafe, so its transaction rolls back. */
-const UNSAFE_CHECK = `, 'unsafe', case when jsonb_typeof(r.resp) = 'object' and ` +
+/**
+ * Fails the statement when the resp's redirect, or a `Location` in its headers (any case, alone
+ * or in an array), is unsafe, so its transaction rolls back.
+ */
+const UNSAFE_CHECK = `, 'unsafe', case when jsonb_typeof(r.resp) = 'object' and ((` +
   `jsonb_typeof(r.resp->'redirect') = 'string' and ` +
   UNSAFE_REDIRECT_SQL.replaceAll("$v", "(r.resp->>'redirect')") +
-  ` then ('${UNSAFE}' || left(r.resp::text, 0))::int end`;
+  `) or (jsonb_typeof(r.resp->'headers') = 'object' and exists (select from ` +
+  `jsonb_each(r.resp->'headers') h(k, v), jsonb_array_elements(case jsonb_typeof(h.v) ` +
+  `when 'array' then h.v else jsonb_build_array(h.v) end) l(x) where lower(h.k) = 'location' ` +
+  `and jsonb_typeof(l.x) = 'string' and ` +
+  UNSAFE_REDIRECT_SQL.replaceAll("$v", "(l.x #>> '{}')") +
+  `))) then ('${UNSAFE}' || left(r.resp::text, 0))::int end`;
 
 /**
  * The statement calling a full-control function (middleware or route) with `req`. A middleware

@@ -3,10 +3,12 @@
  * headers, cookies (default `Max-Age=http.cookies_max_age; Path=/; HttpOnly; Secure;
  * SameSite=Lax`, attributes overridable), `redirect` (303, or `status` if 3xx, with `Location`),
  * `jwt` (object: mint the session, gated by `http.functions.allowed_auth`; null: clear it,
- * always), `csp`, `template` (through a render hook). A malformed `resp` (status not an integer,
- * headers not an object, a control character in a header or cookie, a header or cookie that would
- * set, clear or shadow the session cookie) is 500 INTERNAL with the reason logged, never a split
- * header. An unsafe `redirect` (control character, backslash, scheme-relative `//host`) is
+ * always), `csp`, `template` (through a render hook). A malformed `resp` (any field of the wrong
+ * type or value: status not an integer, headers not an object of strings, a control character in
+ * a header or cookie, an unknown cookie attribute, an `expires` that is not a date with a time
+ * zone, a header or cookie that would set, clear or shadow the session cookie) is 500
+ * HTTP_ROUTE_RESPONSE_INVALID saying what was wrong (the function author's error, never the
+ * client's), never a split header. An unsafe `redirect` (control character, backslash, scheme-relative `//host`) is
  * 400 HTTP_UNSAFE_REDIRECT, checked before the function's transaction commits
  * ({@link checkRedirect}, and the same rule in SQL for routes: {@link UNSAFE_REDIRECT_SQL}).
  */
@@ -56,19 +58,41 @@ export function mayAuth(allowed: RegExp | null, id: string | null): boolean {
   return allowed.test(id);
 }
 
-/** 500 INTERNAL with the reason logged (never sent: it is the function's bug, not the client's). */
-export function malformed(who: string | null, reason: string): SvcError {
+/**
+ * 500 HTTP_ROUTE_RESPONSE_INVALID: the function's response cannot be sent as it is (its author's
+ * bug, not the client's). The answer says what was wrong (`reason` names fields, never their
+ * values); the log adds the function and `value`, when given.
+ */
+export function malformed(who: string | null, reason: string, value?: unknown): SvcError {
   log.error("route {function} returned a malformed response: {reason}", {
     function: who ?? "(middleware)",
-    reason,
+    reason: value === undefined ? reason : `${reason} (${safeJson(value)})`,
   });
-  return new SvcError("INTERNAL", "internal error");
+  return new SvcError(
+    "HTTP_ROUTE_RESPONSE_INVALID",
+    `the function's response cannot be sent: ${reason}`,
+  );
+}
+
+function safeJson(v: unknown): string {
+  try {
+    return String(JSON.stringify(v)).slice(0, 200);
+  } catch {
+    return String(v);
+  }
+}
+
+/** A name from the function (a header or cookie name) quoted for a message, at most 64 chars. */
+function quoted(name: string): string {
+  return JSON.stringify(name.length > 64 ? name.slice(0, 64) + "…" : name);
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** What a header value cannot hold (Deno's HTTP server would abort the process on it). */
 // deno-lint-ignore no-control-regex
 const BAD = /[\x00-\x08\x0a-\x1f\x7f]/;
+/** What a header value cannot carry either: a character beyond Latin-1 (not one byte). */
+const WIDE = /[\u0100-\u{10ffff}]/u;
 
 /**
  * A redirect target a browser could read as another host: a control character (C0, DEL, C1) or
@@ -113,9 +137,29 @@ export function safeRedirect(value: string): string {
  * function wrote is committed.
  */
 export function checkRedirect(envelope: unknown): void {
-  if (!isObject(envelope) || typeof envelope.redirect !== "string") return;
-  safeRedirect(envelope.redirect);
+  if (!isObject(envelope)) return;
+  if (typeof envelope.redirect === "string") safeRedirect(envelope.redirect);
+  if (!isObject(envelope.headers)) return;
+  for (const [k, v] of Object.entries(envelope.headers)) {
+    if (k.toLowerCase() !== "location") continue;
+    for (const one of Array.isArray(v) ? v : [v]) if (typeof one === "string") safeRedirect(one);
+  }
 }
+
+/**
+ * Headers svc sets itself when it frames the answer (hop-by-hop and body framing): a function
+ * giving one is refused rather than sent beside svc's own or silently replaced.
+ */
+const FRAMING = new Set([
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "proxy-connection",
+  "content-length",
+]);
 
 /** Whether a `Clear-Site-Data` header value clears cookies (`"cookies"` or `"*"`). */
 function clearsCookies(value: string): boolean {
@@ -126,38 +170,111 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
+/** The attributes a `resp.cookies` object may carry. */
+const COOKIE_KEYS = new Set([
+  "value",
+  "max_age",
+  "path",
+  "domain",
+  "expires",
+  "http_only",
+  "secure",
+  "same_site",
+]);
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const ISO_DATE =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(Z|[+-]\d{2}(?::?\d{2})?))?$/i;
+const HTTP_DATE =
+  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
+
+/**
+ * A cookie's `expires` as a Date, or null when it is not one of the forms read (the same
+ * whatever the server's time zone or JavaScript engine): ISO 8601 `YYYY-MM-DD` (midnight UTC) or
+ * `YYYY-MM-DDThh:mm[:ss[.fraction]]` with `Z` or an offset (`+02`, `+02:00`; a space for the `T`
+ * as in PostgreSQL's text), or an HTTP date (`Wed, 02 Jan 2030 03:04:05 GMT`); years 1601–9999.
+ */
+export function cookieExpires(v: string): Date | null {
+  let y: number, mo: number, d: number, h = 0, mi = 0, s = 0, offset = 0;
+  const iso = ISO_DATE.exec(v);
+  const http = iso ? null : HTTP_DATE.exec(v);
+  if (iso) {
+    [y, mo, d] = [Number(iso[1]), Number(iso[2]), Number(iso[3])];
+    if (iso[4] !== undefined) {
+      [h, mi, s] = [Number(iso[4]), Number(iso[5]), Number(iso[6] ?? 0)];
+      const z = iso[7].toUpperCase();
+      if (z !== "Z") {
+        const digits = z.slice(1).replace(":", "");
+        const oh = Number(digits.slice(0, 2)), om = Number(digits.slice(2) || 0);
+        if (oh > 23 || om > 59) return null;
+        offset = (z[0] === "-" ? -1 : 1) * (oh * 60 + om);
+      }
+    }
+  } else if (http) {
+    [d, mo, y] = [Number(http[1]), MONTHS.indexOf(http[2]) + 1, Number(http[3])];
+    [h, mi, s] = [Number(http[4]), Number(http[5]), Number(http[6])];
+  } else return null;
+  if (y < 1601 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return null;
+  const t = Date.UTC(y, mo - 1, d, h, mi, s);
+  const check = new Date(t);
+  if (check.getUTCDate() !== d || check.getUTCMonth() !== mo - 1) return null; // 30 Feb
+  const out = new Date(t - offset * 60_000);
+  const year = out.getUTCFullYear();
+  return year >= 1601 && year <= 9999 ? out : null;
+}
+
 /** One `Set-Cookie` value from a `resp.cookies` entry; throws an Error with the reason. */
 export function cookieHeader(name: string, spec: unknown, defaultMaxAge: number): string {
-  if (!TOKEN.test(name)) throw new Error(`invalid cookie name ${JSON.stringify(name)}`);
+  if (!TOKEN.test(name)) throw new Error(`invalid cookie name ${quoted(name)}`);
+  const c = `cookie ${name}`;
   let o: Record<string, unknown>;
   if (spec === null) o = { value: "", max_age: 0 };
   else if (typeof spec === "string" || typeof spec === "number" || typeof spec === "boolean") {
     o = { value: String(spec) };
   } else if (isObject(spec)) o = spec;
-  else throw new Error(`cookie ${name}: expected a string, null or an object`);
-  const value = o.value === undefined || o.value === null ? "" : String(o.value);
-  if (BAD.test(value)) throw new Error(`cookie ${name}: CR/LF in the value`);
-  const attrs: CookieAttributes = {
-    httpOnly: Boolean(o.http_only ?? true),
-    secure: Boolean(o.secure ?? true),
+  else throw new Error(`${c}: expected a string, null or an object`);
+  for (const k of Object.keys(o)) {
+    if (!COOKIE_KEYS.has(k)) {
+      throw new Error(`${c}: unknown attribute ${quoted(k)} (${[...COOKIE_KEYS].join(", ")})`);
+    }
+  }
+  const raw = o.value;
+  if (raw !== undefined && raw !== null && typeof raw === "object") {
+    throw new Error(`${c}: value must be a string, a number or a boolean`);
+  }
+  const value = raw === undefined || raw === null ? "" : String(raw);
+  if (BAD.test(value)) throw new Error(`${c}: a control character in the value`);
+  const flag = (key: "http_only" | "secure"): boolean => {
+    const v = o[key];
+    if (v === undefined || v === null) return true;
+    if (typeof v !== "boolean") throw new Error(`${c}: ${key} must be true or false`);
+    return v;
   };
+  const attrs: CookieAttributes = { httpOnly: flag("http_only"), secure: flag("secure") };
   // `max_age: null` makes a session cookie (no Max-Age).
   const maxAge = Object.hasOwn(o, "max_age") ? o.max_age : defaultMaxAge;
   if (maxAge !== null) {
-    if (typeof maxAge !== "number" || !Number.isInteger(maxAge)) {
-      throw new Error(`cookie ${name}: max_age must be an integer`);
+    if (typeof maxAge !== "number" || !Number.isSafeInteger(maxAge)) {
+      throw new Error(`${c}: max_age must be an integer (seconds)`);
     }
     attrs.maxAge = maxAge;
   }
   for (const key of ["path", "domain", "expires"] as const) {
     const v = key === "path" ? (o.path ?? "/") : o[key];
     if (v === undefined || v === null) continue;
-    if (typeof v !== "string" || BAD.test(v) || v.includes(";")) {
-      throw new Error(`cookie ${name}: invalid ${key}`);
+    if (typeof v !== "string" || BAD.test(v) || WIDE.test(v) || v.includes(";")) {
+      throw new Error(`${c}: ${key} must be a string without control characters or ';'`);
     }
     if (key !== "expires") attrs[key] = v;
-    else if (Number.isNaN((attrs.expires = new Date(v)).getTime())) {
-      throw new Error(`cookie ${name}: invalid expires (an HTTP date)`);
+    else {
+      const date = cookieExpires(v);
+      if (date === null) {
+        throw new Error(
+          `${c}: expires must be an ISO 8601 date (a time with Z or an offset) or an HTTP date, ` +
+            "years 1601-9999",
+        );
+      }
+      attrs.expires = date;
     }
   }
   const sameSite = o.same_site ?? "Lax";
@@ -170,7 +287,7 @@ export function cookieHeader(name: string, spec: unknown, defaultMaxAge: number)
   try {
     return setCookie(name, value, attrs);
   } catch (e) {
-    throw new Error(`cookie ${name}: ${(e as Error).message}`);
+    throw new Error(`${c}: ${(e as Error).message.replace(/^cookie /, "")}`);
   }
 }
 
@@ -190,7 +307,7 @@ export async function buildResponse(
 ): Promise<Applied> {
   const who = ctx.authId;
   if (resp !== null && resp !== undefined && !isObject(resp)) {
-    throw malformed(who, "resp is not an object");
+    throw malformed(who, "resp is not an object (or null)");
   }
   const r = (resp ?? {}) as Record<string, unknown>;
   const headers = new Headers();
@@ -201,7 +318,7 @@ export async function buildResponse(
       typeof r.status !== "number" || !Number.isInteger(r.status) || r.status < 200 ||
       r.status > 599
     ) {
-      throw malformed(who, `status ${JSON.stringify(r.status)} is not an integer HTTP status`);
+      throw malformed(who, "status must be an integer HTTP status 200-599", r.status);
     }
     status = r.status;
   }
@@ -209,16 +326,23 @@ export async function buildResponse(
   if (r.headers !== undefined && r.headers !== null) {
     if (!isObject(r.headers)) throw malformed(who, "headers is not an object");
     for (const [k, v] of Object.entries(r.headers)) {
-      if (!TOKEN.test(k)) throw malformed(who, `invalid header name ${JSON.stringify(k)}`);
+      if (!TOKEN.test(k)) throw malformed(who, `invalid header name ${quoted(k)}`);
+      const lower = k.toLowerCase();
+      if (FRAMING.has(lower)) {
+        throw malformed(who, `header ${k} is svc's own (it frames the answer)`);
+      }
       if (v === null || v === undefined) continue;
       const values = Array.isArray(v) ? v : [v];
       for (const one of values) {
         if (typeof one !== "string" && typeof one !== "number" && typeof one !== "boolean") {
           throw malformed(who, `header ${k}: value is not a string`);
         }
-        const s = String(one);
+        // A Location is a redirect target: the same check (and encoding) as `redirect`.
+        const s = lower === "location" ? safeRedirect(String(one)) : String(one);
         if (BAD.test(s)) throw malformed(who, `header ${k}: a control character in the value`);
-        const lower = k.toLowerCase();
+        if (WIDE.test(s)) {
+          throw malformed(who, `header ${k}: a character beyond Latin-1 in the value`);
+        }
         if (
           (lower === "set-cookie" && setsCookie(s, ctx.sessionCookieName)) ||
           (lower === "clear-site-data" && clearsCookies(s))
@@ -255,7 +379,7 @@ export async function buildResponse(
   }
   // csp
   if (r.csp !== undefined && r.csp !== null) {
-    if (typeof r.csp !== "string" || BAD.test(r.csp)) {
+    if (typeof r.csp !== "string" || BAD.test(r.csp) || WIDE.test(r.csp)) {
       throw malformed(who, "csp is not a single-line string");
     }
     headers.set("content-security-policy", r.csp);
@@ -295,7 +419,10 @@ export async function buildResponse(
       const override = typeof r.csp === "string" ? r.csp : null;
       headers.set("content-security-policy", ctx.hooks.csp(nonce, override));
     }
-  } else if (status === 204 || status === 304 || (status >= 300 && status < 400 && !content)) {
+  } else if (
+    status === 204 || status === 205 || status === 304 ||
+    (status >= 300 && status < 400 && !content)
+  ) {
     body = null;
   } else {
     const type = mediaType(headers.get("content-type"));

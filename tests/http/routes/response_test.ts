@@ -52,7 +52,7 @@ Deno.test("cookie defaults and overrides", () => {
     "a=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax",
   );
   assert.throws(() => cookieHeader("a b", "1", 100), /invalid cookie name/);
-  assert.throws(() => cookieHeader("a", { value: "1", path: "/\r\nx" }, 100), /invalid path/);
+  assert.throws(() => cookieHeader("a", { value: "1", path: "/\r\nx" }, 100), /path must be/);
   assert.throws(() => cookieHeader("a", { value: "1", same_site: "Sometimes" }, 100), /same_site/);
 });
 
@@ -92,10 +92,10 @@ Deno.test("jwt object mints with service-set times; null clears; allowed_auth ga
   );
   const ahead = await buildResponse({ jwt: null }, null, ctx({ authId: null, allowedAuth: /.*/ }));
   assert.deepEqual(ahead.response.headers.getSetCookie(), [sessions.clearCookie()]);
-  // A jwt without a role cannot be minted: 500.
+  // A jwt without a role cannot be minted: 500 HTTP_ROUTE_RESPONSE_INVALID.
   await assert.rejects(
     buildResponse({ jwt: { x: 1 } }, null, ctx()),
-    (e: Error) => e instanceof SvcError && e.code === "INTERNAL",
+    (e: Error) => e instanceof SvcError && e.code === "HTTP_ROUTE_RESPONSE_INVALID",
   );
 });
 
@@ -150,11 +150,11 @@ Deno.test("applyHttpResponse: single envelope (SSO callback shape)", async () =>
   assert.deepEqual(out.response.headers.getSetCookie(), [sessions.clearCookie()]);
   await assert.rejects(
     applyHttpResponse({ headers: { "Set-Cookie": "accesstoken=x; Path=/a" } }, restricted),
-    (e: Error) => e instanceof SvcError && e.code === "INTERNAL",
+    (e: Error) => e instanceof SvcError && e.code === "HTTP_ROUTE_RESPONSE_INVALID",
   );
 });
 
-Deno.test("malformed resp is 500 INTERNAL", async () => {
+Deno.test("malformed resp is 500 HTTP_ROUTE_RESPONSE_INVALID", async () => {
   for (
     const resp of [
       "x",
@@ -174,7 +174,7 @@ Deno.test("malformed resp is 500 INTERNAL", async () => {
   ) {
     await assert.rejects(
       buildResponse(resp, null, ctx()),
-      (e: Error) => e instanceof SvcError && e.code === "INTERNAL",
+      (e: Error) => e instanceof SvcError && e.code === "HTTP_ROUTE_RESPONSE_INVALID",
       JSON.stringify(resp),
     );
   }
