@@ -31,6 +31,40 @@ const COMMIT_ALONE: readonly Statement[] = [COMMIT];
 const ROLLBACK_ALONE: readonly Statement[] = [ROLLBACK];
 /** A SQL NULL row of a streamed read, as JSON. */
 const NULL_JSON = new TextEncoder().encode("null");
+
+/** The largest slab {@link RowSlabs} carves rows from. */
+export const ROW_SLAB_MAX = 256 * 1024;
+
+/**
+ * Copies of a cursor read's rows, carved from shared slabs instead of one array buffer per row: a
+ * batch of 1,000 wide rows was 1,000 small buffers (≈ 6 KB each) that lived until the client took
+ * them, outlived the young generation and were freed only at the next full collection, by then
+ * scattered through glibc's heap, which then stayed large (measured: +50–60 MiB resident for good
+ * after a batch streaming ≈ 2 GB; docs/performance.md, "Memory"). Slabs start small (a short
+ * answer costs little) and double up to {@link ROW_SLAB_MAX}; a row larger than a quarter of
+ * that gets a buffer of its own.
+ */
+export class RowSlabs {
+  #slab = new Uint8Array(0);
+  #at = 0;
+  #next = 16 * 1024;
+
+  /** A copy of `buf[start, end)`. */
+  copy(buf: Uint8Array, start: number, end: number): Uint8Array {
+    const n = end - start;
+    if (n > ROW_SLAB_MAX / 4) return buf.slice(start, end);
+    if (this.#slab.length - this.#at < n) {
+      while (this.#next < n) this.#next *= 2;
+      this.#slab = new Uint8Array(this.#next);
+      this.#at = 0;
+      if (this.#next < ROW_SLAB_MAX) this.#next *= 2;
+    }
+    const out = new Uint8Array(this.#slab.buffer, this.#at, n);
+    out.set(buf.subarray(start, end));
+    this.#at += n;
+    return out;
+  }
+}
 /** The listener options of a request's cancel (one object for every request). */
 const ONCE: AddEventListenerOptions = { once: true };
 const NO_PARAMS: readonly unknown[] = [];
@@ -338,8 +372,9 @@ async function inside<T>(
       // use the unnamed one) between fetches, and ends with the transaction.
       const portal = `svc_rows${++portals}`;
       let got: Uint8Array[] = [];
+      const slabs = new RowSlabs();
       const sink: RowSink = {
-        row: (buf, start, end) => got.push(end < start ? NULL_JSON : buf.slice(start, end)),
+        row: (buf, start, end) => got.push(end < start ? NULL_JSON : slabs.copy(buf, start, end)),
       };
       let r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
       touch(); // a batch of rows came: the lease makes progress
