@@ -48,6 +48,38 @@ const utf8 = new TextDecoder();
 /** Scratch buffers reused between answers (at most a few: one per answer being built). */
 const scratch: Uint8Array[] = [];
 const SCRATCH = 16384;
+/**
+ * Grown buffers of earlier answers, kept for the next ones: at most {@link GROWN_KEEP}, each at
+ * most {@link GROWN_MAX} bytes. A 68 KB answer grew 16 → 32 → 64 → 128 KiB: three array buffers
+ * per request that, with 50 requests in flight, outlived the young generation and were freed only
+ * at the next full collection (docs/performance.md, "Memory").
+ */
+const grown: Uint8Array[] = [];
+const GROWN_KEEP = 8;
+const GROWN_MAX = 1024 * 1024;
+
+/** A pooled grown buffer of at least `n` bytes, if one is kept. */
+function pooled(n: number): Uint8Array | undefined {
+  for (let i = grown.length - 1; i >= 0; i--) {
+    if (grown[i].length >= n) {
+      const b = grown[i];
+      grown[i] = grown[grown.length - 1];
+      grown.pop();
+      return b;
+    }
+  }
+  return undefined;
+}
+
+/** Keeps a buffer no longer used by its sink for the next answers (or leaves it to the GC). */
+function recycle(b: Uint8Array): void {
+  if (b.length === SCRATCH) {
+    if (scratch.length < 64) scratch.push(b);
+  } else if (b.length > SCRATCH && b.length <= GROWN_MAX && grown.length < GROWN_KEEP) {
+    grown.push(b);
+  }
+}
+
 /** What a released sink holds (making a new empty array would cost an ArrayBuffer). */
 const RELEASED = new Uint8Array(0);
 
@@ -81,8 +113,10 @@ export class JsonArraySink implements RowSink {
   #grow(more: number): void {
     let size = this.#buf.length * 2;
     while (size < this.#n + more) size *= 2;
-    const next = new Uint8Array(size);
+    const next = pooled(this.#n + more) ?? new Uint8Array(size);
     next.set(this.#buf.subarray(0, this.#n));
+    // The old buffer was never handed out (take() replaces a buffer it hands out).
+    recycle(this.#buf);
     this.#buf = next;
   }
 
@@ -110,7 +144,15 @@ export class JsonArraySink implements RowSink {
    * (measured: an ArrayBuffer costs more than decoding a small answer), text is not.
    */
   whole(): Uint8Array | string {
-    if (this.#n + 2 > TEXT_MAX) return this.take(true);
+    if (this.#n + 2 > TEXT_MAX) {
+      if (this.#buf.length === SCRATCH) return this.take(true);
+      // A grown buffer: the answer is copied out of it, and the buffer stays with the sink for
+      // the next answer ({@link release}).
+      const n = this.#end(true);
+      const out = new Uint8Array(n);
+      out.set(this.#buf.subarray(0, n));
+      return out;
+    }
     const n = this.#end(true);
     return utf8.decode(this.#buf.subarray(0, n));
   }
@@ -130,9 +172,9 @@ export class JsonArraySink implements RowSink {
     return n;
   }
 
-  /** Returns the scratch buffer for reuse (the sink must not be used afterwards). */
+  /** Gives its buffer back for reuse (the sink must not be used afterwards). */
   release(): void {
-    if (this.#buf.length === SCRATCH && scratch.length < 64) scratch.push(this.#buf);
+    recycle(this.#buf);
     this.#buf = RELEASED;
   }
 }

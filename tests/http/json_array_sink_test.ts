@@ -83,3 +83,28 @@ Deno.test("many answers one after another do not share bytes", () => {
   for (const { out, text } of outs) assert.equal(dec.decode(out), text);
   assert.deepEqual(outs.map(({ text }) => JSON.parse(text)[0].i), [...Array(40).keys()]);
 });
+
+Deno.test("a whole answer over the scratch size holds only its bytes, and later answers reusing the grown buffer leave it intact", () => {
+  const answers: { out: Uint8Array | string; want: unknown[] }[] = [];
+  for (let n = 0; n < 12; n++) {
+    const sink = new JsonArraySink();
+    const want: unknown[] = [];
+    // 20 rows of ≈ 3.4 KB (the bench's nested read: 68 KB) or, every third answer, fewer and
+    // bigger ones: the buffer grew past the scratch size.
+    for (let i = 0; i < (n % 3 === 2 ? 3 : 20); i++) {
+      const size = n % 3 === 2 ? 100_000 + n : 3_400 + n;
+      const r = row(i, size);
+      sink.row(r.buf, r.start, r.end);
+      want.push({ i, pad: "x".repeat(size) });
+    }
+    const out = sink.whole();
+    sink.release();
+    assert.ok(out instanceof Uint8Array);
+    // Not a view of a buffer grown by doubling (128 KiB for 68 KB): the answer's own bytes.
+    assert.equal(out.buffer.byteLength, out.length, `answer ${n}`);
+    answers.push({ out, want });
+  }
+  for (const [n, a] of answers.entries()) {
+    assert.deepEqual(JSON.parse(dec.decode(a.out as Uint8Array)), a.want, `answer ${n}`);
+  }
+});
