@@ -22,6 +22,7 @@ import { inWorker, runWorker } from "./src/process/worker.ts";
 import { log } from "./src/observe/log.ts";
 import { holdSignalInspectorPort, reusePortAllowed } from "./src/process/inspector_guard.ts";
 import { listenForReload } from "./src/db/listen.ts";
+import { tuneMalloc } from "./src/process/malloc.ts";
 import type { ReloadReason } from "./src/state/runtime.ts";
 
 export { type Server, start } from "./src/process/instance.ts";
@@ -65,6 +66,8 @@ async function main(): Promise<void> {
     }
     throw e;
   }
+  // glibc's thresholds, process-wide, before the first large answer (src/process/malloc.ts).
+  tuneMalloc();
   let running: Running;
   try {
     running = await launch(cfg);

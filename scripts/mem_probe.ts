@@ -7,6 +7,7 @@
  */
 import { start } from "../main.ts";
 import { loadConfigAsync } from "../src/config/load.ts";
+import { tuneMalloc } from "../src/process/malloc.ts";
 
 /** One sample of the process's memory, in bytes (`t`: ms since the probe started). */
 export interface MemSample {
@@ -45,6 +46,8 @@ if (import.meta.main) {
     Deno.writeTextFileSync(out, JSON.stringify(line) + "\n", { append: true });
   };
   const timer = setInterval(sample, every);
+  // As main.ts does before it serves.
+  tuneMalloc();
   const server = await start(await loadConfigAsync());
   for (const sig of ["SIGTERM", "SIGINT"] as const) {
     Deno.addSignalListener(sig, async () => {

@@ -31,6 +31,65 @@ const COMMIT_ALONE: readonly Statement[] = [COMMIT];
 const ROLLBACK_ALONE: readonly Statement[] = [ROLLBACK];
 /** A SQL NULL row of a streamed read, as JSON. */
 const NULL_JSON = new TextEncoder().encode("null");
+
+/** The largest slab {@link JsonPieces} writes rows into (a row larger than that gets its own). */
+export const ROW_SLAB_MAX = 256 * 1024;
+
+const OPEN = 0x5b; // [
+const COMMA = 0x2c; // ,
+
+/**
+ * A cursor read's rows as the pieces of a JSON array, written straight into shared slabs: `[` or
+ * `,` before each row (no closing bracket), handed out as views of up to {@link ROW_SLAB_MAX}
+ * bytes that the answer streams as they are. One array buffer per row (1,000 wide rows per batch:
+ * 1,000 buffers of ≈ 6 KB, then copied again into the answer's chunks) outlived the young
+ * generation while the client took them, was freed only at the next full collection, by then
+ * scattered through glibc's heap, which stayed large (measured: +50–60 MiB resident for good after
+ * a batch streaming ≈ 2 GB; docs/performance.md, "Memory"). Slabs start small (a short answer
+ * costs little) and double up to {@link ROW_SLAB_MAX}. A view handed out is never written again.
+ */
+export class JsonPieces {
+  #slab = new Uint8Array(0);
+  #at = 0;
+  /** Where the piece not yet handed out starts in the slab. */
+  #from = 0;
+  #next = 16 * 1024;
+  #done: Uint8Array[] = [];
+  /** Rows written so far. */
+  rows = 0;
+
+  /** Appends `buf[start, end)` (`end < start`: SQL NULL, written as `null`). */
+  row(buf: Uint8Array, start: number, end: number): void {
+    const len = end < start ? 4 : end - start;
+    if (this.#slab.length - this.#at < len + 1) {
+      this.#close();
+      // A row larger than the next slab gets one of its own size.
+      this.#slab = new Uint8Array(Math.max(this.#next, len + 1));
+      this.#at = this.#from = 0;
+      if (this.#next < ROW_SLAB_MAX) this.#next *= 2;
+    }
+    const slab = this.#slab;
+    slab[this.#at++] = this.rows++ === 0 ? OPEN : COMMA;
+    if (end < start) slab.set(NULL_JSON, this.#at);
+    else slab.set(buf.subarray(start, end), this.#at);
+    this.#at += len;
+  }
+
+  /** The pieces written since the last take. */
+  take(): Uint8Array[] {
+    this.#close();
+    const out = this.#done;
+    this.#done = [];
+    return out;
+  }
+
+  #close(): void {
+    if (this.#at > this.#from) {
+      this.#done.push(new Uint8Array(this.#slab.buffer, this.#from, this.#at - this.#from));
+      this.#from = this.#at;
+    }
+  }
+}
 /** The listener options of a request's cancel (one object for every request). */
 const ONCE: AddEventListenerOptions = { once: true };
 const NO_PARAMS: readonly unknown[] = [];
@@ -278,15 +337,17 @@ export interface RequestTx extends Tx {
   send(sql: string): void;
   /**
    * Runs a read whose rows are JSON texts (first column) through a protocol cursor: `each` gets
-   * `batch` raw rows at a time, and the next batch is fetched only once its promise resolved
-   * (a rejection ends the read with that error), so one batch is in memory at a time.
+   * `batch` rows at a time as pieces of one JSON array ({@link JsonPieces}: `[` or `,` before
+   * each row, no closing bracket), and the next batch is fetched only once its promise resolved
+   * (a rejection ends the read with that error), so one batch is in memory at a time. Resolves
+   * with the number of rows.
    */
   rows(
     sql: string,
     params: unknown[],
     batch: number,
-    each: (rows: Uint8Array[]) => Promise<void> | void,
-  ): Promise<void>;
+    each: (pieces: Uint8Array[]) => Promise<void> | void,
+  ): Promise<number>;
 }
 
 /**
@@ -337,19 +398,14 @@ async function inside<T>(
       // A named portal with a row limit: it survives the transaction's other statements (which
       // use the unnamed one) between fetches, and ends with the transaction.
       const portal = `svc_rows${++portals}`;
-      let got: Uint8Array[] = [];
-      const sink: RowSink = {
-        row: (buf, start, end) => got.push(end < start ? NULL_JSON : buf.slice(start, end)),
-      };
+      const sink = new JsonPieces();
       let r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
       touch(); // a batch of rows came: the lease makes progress
       for (;;) {
-        if (got.length) {
-          const rows = got;
-          got = [];
-          await each(rows); // back-pressure: the next batch is asked for once these are taken
-        }
-        if (!r.suspended) return;
+        const pieces = sink.take();
+        // Back-pressure: the next batch is asked for once these are taken.
+        if (pieces.length) await each(pieces);
+        if (!r.suspended) return sink.rows;
         r = await open.fetch(portal, batch, sink);
       }
     },

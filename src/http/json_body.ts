@@ -52,17 +52,22 @@ const SCRATCH = 16384;
 /** The largest first buffer an expected size gets (beyond it, the buffer grows as it fills). */
 const EXPECTED_MAX = 1 << 20;
 /**
- * Whole answers' buffers larger than the scratch size that a sink handed over (see
- * {@link recycleAnswer}), and those given back, for the next answers of about their size: a new
- * buffer costs its zeroing and, being external memory, brings the garbage collector sooner.
+ * Buffers larger than the scratch size kept for the next answers: at most {@link SPARE_MAX}, each
+ * at most {@link EXPECTED_MAX} bytes — those a sink grew out of, those released, and those of
+ * whole answers given back once their response copied them ({@link recycleAnswer}). A new buffer
+ * costs its zeroing and, being external memory, brings the garbage collector sooner; a 68 KB
+ * answer grown 16 → 32 → 64 → 128 KiB left three array buffers per request that, with 50 requests
+ * in flight, outlived the young generation and were freed only at the next full collection
+ * (docs/performance.md, "Memory").
  */
-const handedOver = new WeakSet<ArrayBufferLike>();
 const spare: Uint8Array[] = [];
-const SPARE_MAX = 4;
+const SPARE_MAX = 8;
+/** Buffers of whole answers a sink handed over and that may be given back once. */
+const handedOver = new WeakSet<ArrayBufferLike>();
 
-/** A buffer of at least `n` bytes: a spare one if one is large enough, else a new one. */
-function answerBuffer(n: number): Uint8Array {
-  for (let i = 0; i < spare.length; i++) {
+/** A spare buffer of at least `n` bytes, if one is kept. */
+function pooled(n: number): Uint8Array | undefined {
+  for (let i = spare.length - 1; i >= 0; i--) {
     const b = spare[i];
     if (b.length >= n) {
       spare[i] = spare[spare.length - 1];
@@ -70,18 +75,31 @@ function answerBuffer(n: number): Uint8Array {
       return b;
     }
   }
-  return new Uint8Array(n);
+  return undefined;
+}
+
+/** A buffer of at least `n` bytes: a spare one if one is large enough, else a new one. */
+function sized(n: number): Uint8Array {
+  return pooled(n) ?? new Uint8Array(n);
+}
+
+/** Keeps a buffer no longer used by its sink for the next answers (or leaves it to the GC). */
+function recycle(b: Uint8Array): void {
+  if (b.length === SCRATCH) {
+    if (scratch.length < 64) scratch.push(b);
+  } else if (b.length > SCRATCH && b.length <= EXPECTED_MAX && spare.length < SPARE_MAX) {
+    spare.push(b);
+  }
 }
 
 /**
  * Gives back the buffer of a whole answer of {@link readJson} once nothing refers to its bytes any
  * more: `new Response(bytes)` copies them (src/http/server.ts calls this right after). Bytes of
- * any other origin are left alone.
+ * any other origin, or given back before, are left alone.
  */
 export function recycleAnswer(bytes: Uint8Array): void {
   const buf = bytes.buffer;
-  if (!handedOver.delete(buf)) return;
-  if (spare.length < SPARE_MAX && buf.byteLength <= EXPECTED_MAX) spare.push(new Uint8Array(buf));
+  if (handedOver.delete(buf)) recycle(new Uint8Array(buf));
 }
 
 /** What a released sink holds (making a new empty array would cost an ArrayBuffer). */
@@ -106,7 +124,7 @@ export class JsonArraySink implements RowSink {
    */
   constructor(expected = 0) {
     this.#buf = expected + 2 > SCRATCH
-      ? answerBuffer(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
+      ? sized(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
       : scratch.pop() ?? new Uint8Array(SCRATCH);
   }
 
@@ -129,8 +147,10 @@ export class JsonArraySink implements RowSink {
   #grow(more: number): void {
     let size = this.#buf.length * 2;
     while (size < this.#n + more) size *= 2;
-    const next = new Uint8Array(size);
+    const next = pooled(this.#n + more) ?? new Uint8Array(size);
     next.set(this.#buf.subarray(0, this.#n));
+    // The old buffer was never handed out (take() replaces a buffer it hands out).
+    recycle(this.#buf);
     this.#buf = next;
   }
 
@@ -149,7 +169,7 @@ export class JsonArraySink implements RowSink {
     // at least half full (it doubled only when needed). The next part gets one of the same size.
     const out = this.#buf.subarray(0, n);
     if (last) handedOver.add(this.#buf.buffer);
-    this.#buf = last ? RELEASED : new Uint8Array(this.#buf.length);
+    this.#buf = last ? RELEASED : sized(this.#buf.length);
     return out;
   }
 
@@ -159,6 +179,7 @@ export class JsonArraySink implements RowSink {
    * (measured: an ArrayBuffer costs more than decoding a small answer), text is not.
    */
   whole(): Uint8Array | string {
+    // A larger answer is handed over in its buffer, given back once its response copied it.
     if (this.#n + 2 > TEXT_MAX) return this.take(true);
     const n = this.#end(true);
     return utf8.decode(this.#buf.subarray(0, n));
@@ -179,9 +200,9 @@ export class JsonArraySink implements RowSink {
     return n;
   }
 
-  /** Returns the scratch buffer for reuse (the sink must not be used afterwards). */
+  /** Gives its buffer back for reuse (the sink must not be used afterwards). */
   release(): void {
-    if (this.#buf.length === SCRATCH && scratch.length < 64) scratch.push(this.#buf);
+    recycle(this.#buf);
     this.#buf = RELEASED;
   }
 }

@@ -155,18 +155,16 @@ async function streamRows(
   stmt: { sql: string; params: unknown[] },
   sink: AnswerSink | null,
 ): Promise<void> {
-  let first = true;
-  await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, async (rows) => {
+  const n = await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, async (pieces) => {
     if (!sink) return;
-    for (const row of rows) {
-      sink.push(first ? OPEN : COMMA);
-      sink.push(row);
-      first = false;
+    // Pieces of `[row,row,…` up to 256 KiB each, streamed as they are.
+    for (const piece of pieces) {
+      sink.push(piece);
       const taken = sink.flush();
       if (taken) await taken;
     }
   });
-  sink?.push(first ? EMPTY : CLOSE);
+  sink?.push(n === 0 ? EMPTY : CLOSE);
 }
 
 /**

@@ -120,3 +120,26 @@ Deno.test("an answer built at its expected size is one buffer; given back, it se
   const f = build(b.n, 7, 10_000);
   assert.notEqual(f.out.buffer, foreign.buffer, "bytes of another origin are left alone");
 });
+
+Deno.test("whole answers over the scratch size stay intact while later answers reuse grown and released buffers", () => {
+  const answers: { out: Uint8Array | string; want: unknown[] }[] = [];
+  for (let n = 0; n < 12; n++) {
+    const sink = new JsonArraySink();
+    const want: unknown[] = [];
+    // 20 rows of ≈ 3.4 KB (the bench's nested read: 68 KB) or, every third answer, fewer and
+    // bigger ones: the buffer grew past the scratch size.
+    for (let i = 0; i < (n % 3 === 2 ? 3 : 20); i++) {
+      const size = n % 3 === 2 ? 100_000 + n : 3_400 + n;
+      const r = row(i, size);
+      sink.row(r.buf, r.start, r.end);
+      want.push({ i, pad: "x".repeat(size) });
+    }
+    const out = sink.whole();
+    sink.release();
+    assert.ok(out instanceof Uint8Array);
+    answers.push({ out, want });
+  }
+  for (const [n, a] of answers.entries()) {
+    assert.deepEqual(JSON.parse(dec.decode(a.out as Uint8Array)), a.want, `answer ${n}`);
+  }
+});
