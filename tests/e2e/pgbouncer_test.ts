@@ -35,6 +35,18 @@ async function coreCases(srv: TestServer, tag: string): Promise<void> {
     await srv.post("/svc", { relation: "track", select: ["track_id"] }),
   ) as unknown[];
   assert.equal(tracks.length, 3503);
+  // A read of unknown size run again once its answer fitted one batch: then sent as one batch
+  // (no begin, no commit), sequentially and concurrently.
+  const genres = { relation: "genre", select: ["genre_id"], order_by: ["genre_id"] };
+  const want = await json(await srv.post("/svc", genres)) as { genre_id: number }[];
+  assert.ok(
+    want.length >= 25 && want.every((g, i) => i === 0 || g.genre_id > want[i - 1].genre_id),
+  );
+  for (let i = 0; i < 3; i++) assert.deepEqual(await json(await srv.post("/svc", genres)), want);
+  const again = await Promise.all(
+    Array.from({ length: 12 }, () => srv.post("/svc", genres).then((r) => json(r))),
+  );
+  for (const rows of again) assert.deepEqual(rows, want);
   assert.deepEqual(
     await json(await srv.get("/svc?relation=artist&where=eq(artist_id,1)&select=name")),
     [{ name: "AC/DC" }],
