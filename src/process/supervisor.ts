@@ -35,6 +35,7 @@ import { openReplayStore } from "../sso/store.ts";
 import { announceStart } from "./instance.ts";
 import type { FromWorker, ReportKind, SharedState, ToWorker } from "./worker_protocol.ts";
 import { packState } from "./worker_state.ts";
+import { oneAtATime } from "../util/rerun.ts";
 
 /** A running multi-worker svc. */
 export interface Supervisor {
@@ -42,7 +43,7 @@ export interface Supervisor {
   workers: number;
   /** Resolves when the first load is done (or shutdown began). */
   ready: Promise<void>;
-  /** Coordinated reload; concurrent calls share one. Resolves with success. */
+  /** Coordinated reload, one at a time (a call during one gets the next). Resolves with success. */
   reload(reason: ReloadReason): Promise<boolean>;
   /** Drains and stops every worker. */
   shutdown(): Promise<void>;
@@ -265,7 +266,6 @@ export async function supervise(
     for (const h of handles) h.post({ t: "state", state: shared });
   };
 
-  let reloading: Promise<boolean> | null = null;
   const doReload = async (reason: ReloadReason): Promise<boolean> => {
     const t0 = performance.now();
     const id = ++seq;
@@ -282,10 +282,8 @@ export async function supervise(
       return false;
     }
   };
-  const reload = (reason: ReloadReason) => {
-    reloading ??= doReload(reason).finally(() => (reloading = null));
-    return reloading;
-  };
+  // One reload at a time; a call during one gets the next (src/util/rerun.ts).
+  const reload = oneAtATime(doReload);
 
   const ready = loadUntilReady(() => reload("startup"), () => stopping);
 

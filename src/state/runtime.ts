@@ -14,6 +14,7 @@ import { log } from "../observe/log.ts";
 import { declareRoutes, type RouteTable } from "./route_table.ts";
 import { metrics } from "../observe/metrics.ts";
 import type { Cancelable, CancelHooks } from "../auth/roles.ts";
+import { oneAtATime } from "../util/rerun.ts";
 
 /** Everything a request reads, swapped as one value. */
 export interface AppState {
@@ -131,7 +132,6 @@ export class Runtime {
   #hold: Promise<void> | null = null;
   #release: (() => void) | null = null;
   #idle: (() => void) | null = null;
-  #reloading: Promise<boolean> | null = null;
   hooks: ReloadHook[] = [];
   #markLoaded!: () => void;
   /** Resolves when a state is first in place. */
@@ -188,11 +188,16 @@ export class Runtime {
     }
   }
 
-  /** Reloads (or loads, at startup). Concurrent calls share one reload. Returns success. */
+  /**
+   * Reloads (or loads, at startup); returns success. One reload at a time: a call while one runs
+   * gets the next one, which starts after it (calls made meanwhile share it), so a change notified
+   * during a reload that may already have read the catalog is never missed.
+   */
   reload(reason: ReloadReason): Promise<boolean> {
-    this.#reloading ??= this.#doReload(reason).finally(() => (this.#reloading = null));
-    return this.#reloading;
+    return this.#reload(reason);
   }
+
+  readonly #reload = oneAtATime((reason: ReloadReason) => this.#doReload(reason));
 
   /**
    * Holds new requests and drains in-flight ones (cancelling them after `reload.drain_timeout`).

@@ -185,4 +185,49 @@ Deno.test("reload.cmd outliving reload.timeout fails the reload; the old state k
   }
 });
 
+for (const workers of [1, 2]) {
+  Deno.test(`a reload asked for while one runs (${workers} worker${workers > 1 ? "s" : ""}) runs once more after it, never joins it`, async () => {
+    const uri = await chinookDb();
+    const ran = await Deno.makeTempFile();
+    // Each signal reload records itself, then takes a while (the catalog is read after it).
+    const cmd =
+      `echo $SVC_RELOAD_REASON >> ${ran}; if [ "$SVC_RELOAD_REASON" = signal ]; then sleep 1; fi`;
+    const svc = await spawnSvc([
+      `--pg.uri=${uri}`,
+      `--http.workers=${workers}`,
+      "--pg.query.wellknown_path=/nonexistent",
+      `--reload.cmd=${cmd}`,
+    ]);
+    const lines = async () => (await Deno.readTextFile(ran)).trim().split("\n");
+    try {
+      await svc.waitHealthy();
+      svc.kill("SIGUSR1");
+      await waitFor(async () => (await lines()).length === 2, { what: "the first reload running" });
+      // Created while that reload runs, maybe after it read the catalog: two more signals then.
+      await psql(
+        `create table if not exists late_${workers} (id int primary key);
+         grant select on late_${workers} to "~anonymous";`,
+      );
+      svc.kill("SIGUSR1");
+      svc.kill("SIGUSR1");
+      await waitFor(async () => (await lines()).length === 3, {
+        what: "one more reload",
+        timeout: 10_000,
+      });
+      // The table is served once the reload after it is done.
+      await waitFor(async () => {
+        const r = await fetch(`${svc.url}/svc?relation=late_${workers}`);
+        await r.body?.cancel();
+        return r.status === 200;
+      }, { what: `late_${workers} served`, timeout: 10_000 });
+      // The two signals during the first reload shared one more run, no third.
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.deepEqual(await lines(), ["startup", "signal", "signal"]);
+    } finally {
+      await svc.stop();
+      await Deno.remove(ran);
+    }
+  });
+}
+
 Deno.test("teardown", () => stopDb());
