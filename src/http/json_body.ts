@@ -116,13 +116,15 @@ export class JsonArraySink implements RowSink {
   /** Rows taken so far. */
   rows = 0;
   /** Rows larger than this are refused by the client (src/pg/connection.ts); Infinity: none. */
-  maxRowBytes = Infinity;
+  maxRowBytes: number;
 
   /**
    * An empty collector; `expected`: the answer's likely size in bytes (the last answer of the same
-   * read), so that a larger answer is built in one buffer of about its size instead of growing.
+   * read), so that a larger answer is built in one buffer of about its size instead of growing;
+   * `maxRowBytes`: see {@link maxRowBytes}.
    */
-  constructor(expected = 0) {
+  constructor(expected = 0, maxRowBytes = Infinity) {
+    this.maxRowBytes = maxRowBytes;
     this.#buf = expected + 2 > SCRATCH
       ? sized(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
       : scratch.pop() ?? new Uint8Array(SCRATCH);
@@ -236,18 +238,15 @@ export async function readJson(
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
   const seen = opts.seen ?? {};
-  let sink = new JsonArraySink(seen.bytes);
-  if (opts.maxRowBytes !== undefined) sink.maxRowBytes = opts.maxRowBytes;
+  let sink = new JsonArraySink(seen.bytes, opts.maxRowBytes);
   if (opts.small || seen.fitted) {
-    let whole = true;
     try {
       const stmt: Statement = opts.small
         ? { sql, params, sink }
         : { sql, params, sink, maxRows: batch };
       const results = await runAs(db, who, [stmt], SMALL_READ);
       // Results: the role switch's, then the read's.
-      whole = !results[1].suspended;
-      if (whole) {
+      if (!results[1].suspended) {
         seen.bytes = sink.size;
         return sink.whole();
       }
@@ -256,8 +255,7 @@ export async function readJson(
     }
     seen.fitted = false;
     seen.bytes = undefined;
-    sink = new JsonArraySink();
-    if (opts.maxRowBytes !== undefined) sink.maxRowBytes = opts.maxRowBytes;
+    sink = new JsonArraySink(0, opts.maxRowBytes);
   }
   try {
     return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { chinookDb, psql, scalar } from "../helpers/db.ts";
 import { startServer, type TestServer } from "../helpers/server.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
+import { readMem, resetPeak } from "../../bench/lib/procs.ts";
 
 const ROW = 64 << 20;
 
@@ -30,22 +31,6 @@ const T = { sanitizeResources: false, sanitizeOps: false };
 
 function db(): Promise<string> {
   return chinookDb("rowcap", FIXTURE);
-}
-
-/** The process's resident and peak resident memory, MiB (svc runs in this process). */
-function mem(): { rss: number; hwm: number } {
-  const s = Deno.readTextFileSync("/proc/self/status");
-  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(s)?.[1] ?? NaN);
-  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
-}
-
-function resetPeak(): boolean {
-  try {
-    Deno.writeTextFileSync(`/proc/${Deno.pid}/clear_refs`, "5");
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Backend pids of svc's connections to the test database. */
@@ -124,16 +109,16 @@ Deno.test({
       // Warm up the paths.
       await (await s.post("/svc", { relation: "big", where: ["=", "id", 2] })).body?.cancel();
       await (await s.post("/svc", { relation: "big", select: ["id"] })).body?.cancel();
-      const baseline = mem().rss;
-      const reset = resetPeak();
+      const baseline = readMem(Deno.pid).rss_mb;
+      const reset = resetPeak(Deno.pid);
       let sampled = baseline;
-      const timer = setInterval(() => (sampled = Math.max(sampled, mem().rss)), 10);
+      const timer = setInterval(() => (sampled = Math.max(sampled, readMem(Deno.pid).rss_mb)), 10);
       try {
         await refuseBig(s);
       } finally {
         clearInterval(timer);
       }
-      const growth = Math.max(sampled, reset ? mem().hwm : 0) - baseline;
+      const growth = Math.max(sampled, reset ? readMem(Deno.pid).hwm_mb : 0) - baseline;
       assert.ok(growth < 32, `svc's memory grew by ${growth.toFixed(0)} MiB for a 64 MiB row`);
       const after = await s.post("/svc", { relation: "big", where: ["=", "id", 2] });
       assert.equal(after.status, 200);

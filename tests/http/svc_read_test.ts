@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
+import { NESTED_READ_BODY } from "../../bench/lib/cases.ts";
 
 const uri = await chinookDb(
   "reads",
@@ -376,19 +377,8 @@ Deno.test("concurrent answers of many sizes each come whole and unmixed, run aft
   // Answers over 16 KiB are built in buffers reused between requests (src/http/json_body.ts):
   // each response must still be exactly its own answer, whatever ran beside it.
   const reads = [3, 8, 20, 40, 1].map((n) => ({
-    relation: "artist",
+    ...NESTED_READ_BODY,
     where: ["<=", "artist_id", n],
-    order_by: ["artist_id"],
-    join: {
-      albums: {
-        relation: "album",
-        on: { artist_id: "artist_id" },
-        order_by: ["album_id"],
-        join: {
-          tracks: { relation: "track", on: { album_id: "album_id" }, order_by: ["track_id"] },
-        },
-      },
-    },
   }));
   const want: string[] = [];
   for (const q of reads) want.push(await (await srv.post("/svc", q)).text());

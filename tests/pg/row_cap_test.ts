@@ -11,6 +11,7 @@ import { PgRowTooLargeError } from "../../src/pg/errors.ts";
 import { JsonArraySink } from "../../src/http/json_body.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { B, concat, type FakeConn, fakeServer, hello } from "./fake_server.ts";
+import { readMem, resetPeak } from "../../bench/lib/procs.ts";
 
 const T = { sanitizeResources: false, sanitizeOps: false };
 
@@ -22,23 +23,6 @@ function capped(maxRowBytes: number): JsonArraySink {
   const sink = new JsonArraySink();
   sink.maxRowBytes = maxRowBytes;
   return sink;
-}
-
-/** The process's resident and peak resident memory, MiB. */
-function mem(): { rss: number; hwm: number } {
-  const s = Deno.readTextFileSync("/proc/self/status");
-  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(s)?.[1] ?? NaN);
-  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
-}
-
-/** Resets VmHWM to the current RSS; false where the kernel refuses. */
-function resetPeak(): boolean {
-  try {
-    Deno.writeTextFileSync(`/proc/${Deno.pid}/clear_refs`, "5");
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function refusal(p: Promise<unknown>): Promise<PgRowTooLargeError> {
@@ -56,10 +40,10 @@ Deno.test({
       const size = 96 << 20;
       // Warm up the path, then measure the peak while the row streams past.
       await c.execute([{ sql: "select repeat('x', 100000)", sink: capped(1 << 20) }]);
-      let sampled = mem().rss;
+      let sampled = readMem(Deno.pid).rss_mb;
       const baseline = sampled;
-      const reset = resetPeak();
-      const timer = setInterval(() => (sampled = Math.max(sampled, mem().rss)), 10);
+      const reset = resetPeak(Deno.pid);
+      const timer = setInterval(() => (sampled = Math.max(sampled, readMem(Deno.pid).rss_mb)), 10);
       const sink = capped(1 << 20);
       let e: PgRowTooLargeError;
       try {
@@ -75,7 +59,7 @@ Deno.test({
       } finally {
         clearInterval(timer);
       }
-      const peak = Math.max(sampled, reset ? mem().hwm : 0);
+      const peak = Math.max(sampled, reset ? readMem(Deno.pid).hwm_mb : 0);
       assert.equal(e.rowBytes, size);
       assert.equal(e.maxRowBytes, 1 << 20);
       assert.equal(e.statementIndex, 0);

@@ -15,6 +15,7 @@ import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { spawnSvc } from "../helpers/process.ts";
 import { cookie, now, startServer, type TestServer, token } from "../helpers/server.ts";
+import { readMem, resetPeak } from "../../bench/lib/procs.ts";
 
 const LIMIT_MIB = 200;
 const ITEMS = 100;
@@ -25,22 +26,6 @@ const FULL = Deno.env.get("BATCH_STREAM_FULL") === "1";
 export function wideBatch(items = ITEMS, extra: Record<string, unknown> = {}): unknown[] {
   const select = Object.fromEntries(Array.from({ length: KEYS }, (_, i) => [`k${i}`, "name"]));
   return Array.from({ length: items }, () => ({ relation: "track", select, ...extra }));
-}
-
-function mem(pid: number): { rss: number; hwm: number } {
-  const s = Deno.readTextFileSync(`/proc/${pid}/status`);
-  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(s)?.[1] ?? NaN);
-  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
-}
-
-/** Resets VmHWM to the current RSS; false where the kernel refuses. */
-function resetPeak(pid: number): boolean {
-  try {
-    Deno.writeTextFileSync(`/proc/${pid}/clear_refs`, "5");
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function post(url: string, body: unknown): Promise<Response> {
@@ -71,12 +56,12 @@ Deno.test({
         assert.equal((await r.json()).length, 2);
         await (await post(svc.url, { relation: "track" })).body?.cancel();
       }
-      const baseline = mem(pid).rss;
+      const baseline = readMem(pid).rss_mb;
       const reset = resetPeak(pid);
       let sampled = baseline;
       const timer = setInterval(() => {
         try {
-          sampled = Math.max(sampled, mem(pid).rss);
+          sampled = Math.max(sampled, readMem(pid).rss_mb);
         } catch { /* exited: the assertions below say so */ }
       }, 20);
       let status = 0;
@@ -94,7 +79,7 @@ Deno.test({
       } finally {
         clearInterval(timer);
       }
-      const peak = Math.max(sampled, reset ? mem(pid).hwm : 0);
+      const peak = Math.max(sampled, reset ? readMem(pid).hwm_mb : 0);
       const growth = peak - baseline;
       console.log(
         `wide batch: ${status}, ${(bytes / 1e6).toFixed(0)} MB, RSS ${baseline.toFixed(0)} → ` +
