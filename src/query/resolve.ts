@@ -128,7 +128,10 @@ export async function hideUnreadable(
     if (stopped) break;
   }
   if (found.length === 0) return e;
-  const q = usableStatement(found.map((x) => x.f.candidate));
+  // The same question settles `e`'s "did you mean" hint when `e` stands (see settleHint): its
+  // candidates follow the found ones, so that error path costs one round trip, not two.
+  const hint = e instanceof SuggestingError && !e.settled ? e.suggest.candidates : [];
+  const q = usableStatement([...found.map((x) => x.f.candidate), ...hint]);
   if (q === null) return e;
   let usable: Set<number>;
   try {
@@ -139,7 +142,14 @@ export async function hideUnreadable(
     return e;
   }
   const first = found.findIndex((_, i) => !usable.has(i));
-  if (first < 0) return e;
+  if (first < 0) {
+    if (hint.length) {
+      const n = found.length;
+      const ok = new Set(hint.filter((c, i) => c.need === undefined || usable.has(n + i)));
+      (e as SuggestingError).settle((c) => ok.has(c));
+    }
+    return e;
+  }
   const err = found[first].f.unknown();
   if (found[first].index !== undefined) markBatchIndex(err, found[first].index);
   return err;

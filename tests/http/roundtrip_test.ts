@@ -139,3 +139,41 @@ Deno.test("a read whose last answer fitted one batch and now does not answers ev
     await stopDb();
   }
 });
+
+Deno.test("an unknown column's error, its hint settled by the role's privileges, costs one round trip", async () => {
+  const uri = new URL(
+    await chinookDb(
+      "hinted",
+      "create table hinted (id int primary key, title text, secret text); " +
+        'grant select (id, title) on hinted to "~anonymous";',
+    ),
+  );
+  const p = proxy(Number(uri.port));
+  uri.port = String(p.port);
+  const srv = await startServer(uri.toString(), ["--pg.pool_size=1"]);
+  try {
+    // The pool's connection is open (its start-up is not counted).
+    assert.equal((await srv.post("/svc", { relation: "hinted", select: ["id"] })).status, 200);
+    const ask = async (select: string[]) => {
+      Object.assign(p.counters, { bursts: 0, executes: 0, parses: 0 });
+      const r = await srv.post("/svc", { relation: "hinted", select });
+      const body = await r.json();
+      assert.equal(r.status, 400);
+      assert.equal(body.code, "QUERY_UNKNOWN_COLUMN");
+      // The transaction's rollback may trail the response.
+      await waitFor(() => p.counters.executes >= 2, { what: "the question's statements" });
+      return { message: body.message as string, bursts: p.counters.bursts };
+    };
+    // A column the role may read is suggested; one it may not is not (nor named).
+    const near = await ask(["titel"]);
+    assert.match(near.message, /did you mean 'title'/);
+    assert.equal(near.bursts, 1, "the relation's and the hint's privileges in one question");
+    const hidden = await ask(["secrett"]);
+    assert.doesNotMatch(hidden.message, /did you mean|secret'/);
+    assert.equal(hidden.bursts, 1, "one round trip when the hint names nothing");
+  } finally {
+    await srv.stop();
+    p.close();
+    await stopDb();
+  }
+});
