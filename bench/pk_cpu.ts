@@ -2,8 +2,9 @@
  * svc CPU time per primary-key read: `deno run -A bench/pk_cpu.ts`.
  *
  * Starts a private PostgreSQL cluster with Chinook (bench/lib/data.ts), one svc process per
- * variant, and drives the `pk_read` case (bench/lib/cases.ts: POST /svc reading one track by key)
- * with wrk at 10 connections. For each round and variant it reports svc's CPU time (user + system
+ * variant (one worker, `--http.workers=1`, unless the variant's flags say otherwise), and drives
+ * the `pk_read` case (bench/lib/cases.ts: POST /svc reading one track by key) with wrk at 10
+ * connections. For each round and variant it reports svc's CPU time (user + system
  * of the svc process, from /proc/<pid>/stat) divided by the requests wrk completed; rounds
  * alternate between variants (the order rotates each round), so drift of a shared machine hits
  * every variant alike. The summary gives each variant's median, min and max ms/request, and each
@@ -181,6 +182,8 @@ try {
         pgUri: uri,
         poolSize: Number(flags.pool),
         tmp,
+        // One worker, as the bench's figures and its goals (a variant's own flag wins).
+        flags: ["--http.workers=1"],
         denoArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
       });
     procs.set(v.name, child);
