@@ -210,12 +210,28 @@ export class JsonArraySink implements RowSink {
 }
 
 const SMALL_READ: EndOptions = { end: "commit", oneBatch: true, implicit: true };
+const LARGE_READ: EndOptions = { end: "commit", oneBatch: true };
+
+/**
+ * A one-batch read whose last answer had at least this many bytes runs between `begin` and
+ * `commit` sent in its batch instead of as the batch's implicit transaction. PostgreSQL ends an
+ * implicit transaction's portal at the Sync, in the commit, just after the message loop reset its
+ * message memory: the executor's memory freed there (sorts of `json_agg … ORDER BY`, bitmaps,
+ * the rows built) lies at the top of the C heap, glibc gives it back to the kernel, and the next
+ * execution takes it again (measured on the 3-level nested read: ≈ 4 `brk` calls per execution
+ * and their page faults, ≈ 5–10% of the backend's CPU). After an explicit `begin`, the portal is
+ * ended by the `commit`'s own Bind, under what that message allocated, and nothing is given back.
+ * Two statements more cost a few µs, little beside such a read; a smaller read (a primary-key
+ * read) stays implicit.
+ */
+export const EXPLICIT_MIN = 16 * 1024;
 
 /**
  * Runs a read whose rows are JSON texts (first column) and answers a JSON array; the rows' bytes
  * go from the connection's receive buffer into the answer, never becoming strings.
  * - Known to fit one batch (`opts.small`): role switch and query in one batch (no begin or commit:
- *   PostgreSQL runs a batch up to its Sync as one transaction), one round trip.
+ *   PostgreSQL runs a batch up to its Sync as one transaction; begin and commit in the batch when
+ *   its last answer was large, {@link EXPLICIT_MIN}), one round trip.
  * - Whose last answer fitted one batch (`opts.seen`, the read's record, kept with the compiled
  *   read): the same, asking for at most `batch` rows. When more rows come, the batch's
  *   transaction has ended with the portal, so the read runs again as a cursor read (below): the
@@ -244,9 +260,10 @@ export async function readJson(
       const stmt: Statement = opts.small
         ? { sql, params, sink }
         : { sql, params, sink, maxRows: batch };
-      const results = await runAs(db, who, [stmt], SMALL_READ);
-      // Results: the role switch's, then the read's.
-      if (!results[1].suspended) {
+      const explicit = (seen.bytes ?? 0) >= EXPLICIT_MIN;
+      const results = await runAs(db, who, [stmt], explicit ? LARGE_READ : SMALL_READ);
+      // Results: the role switch's, then the read's (after begin's, when explicit).
+      if (!results[explicit ? PRELUDE : 1].suspended) {
         seen.bytes = sink.size;
         return sink.whole();
       }

@@ -8,6 +8,7 @@ import { chinookDb, psql, scalar, stopDb } from "../helpers/db.ts";
 import { startServer } from "../helpers/server.ts";
 import { proxy } from "../helpers/pgproxy.ts";
 import { waitFor } from "../helpers/wait.ts";
+import { EXPLICIT_MIN } from "../../src/http/json_body.ts";
 
 Deno.test("a read is one statement and one round trip before the response", async () => {
   const uri = new URL(await chinookDb());
@@ -64,6 +65,18 @@ Deno.test("a read is one statement and one round trip before the response", asyn
     assert.equal(c.bursts, c.n, "one round trip per request once its answer fitted one batch");
     assert.equal(c.executes, 2 * c.n, "role switch and the one query");
     assert.equal(c.parses, 0, "prepared statements reused");
+    // An answer of at least EXPLICIT_MIN bytes: the same one burst, with begin and commit in it
+    // (PostgreSQL then keeps the executor's memory for the next execution instead of giving it
+    // back to the kernel at the end of the batch's implicit transaction; src/http/json_body.ts).
+    const large = { ...nested, where: ["<=", "artist_id", 20] };
+    const size = async (body: unknown) =>
+      (await (await srv.post("/svc", body)).arrayBuffer()).byteLength;
+    assert.ok(await size(nested) < EXPLICIT_MIN, "the read above answers less");
+    assert.ok(await size(large) >= EXPLICIT_MIN, "a large answer");
+    const l = await measure(large, 4);
+    assert.equal(l.bursts, l.n, "one round trip per request");
+    assert.equal(l.executes, 4 * l.n, "begin, role switch, the one query, commit");
+    assert.equal(l.parses, 0, "prepared statements reused");
   } finally {
     await srv.stop();
     p.close();
