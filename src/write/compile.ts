@@ -175,6 +175,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       store,
       marker: MARKER,
       check: -1,
+      json: scalarInput(node, step),
     };
     let build: (spec: RowsSpec) => string;
     let counts: WriteStatement["counts"] = "row";
@@ -201,7 +202,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         break;
     }
     shape.push(
-      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${
+      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${spec.json ? "j" : "b"}:${
         step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
           .join(",")
       }:${fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")}`,
@@ -373,6 +374,41 @@ function deleteOf(
   };
 }
 
+/**
+ * Whether every input column of `step` takes scalar values only (checkValue refuses objects and
+ * arrays for any other column), so that its input can be read as `json` (see RowsSpec.json).
+ */
+function scalarInput(node: PlanNode, step: RowsStep): boolean {
+  for (const c of step.columns) {
+    const col = node.relation.columnMap.get(c.name);
+    if (!col || col.category === "A" || col.category === "C") return false;
+    if (col.type === "json" || col.type === "jsonb") return false;
+  }
+  return true;
+}
+
+/**
+ * A number as JSON text in plain decimal notation, as PostgreSQL's `numeric` prints it
+ * (`1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`): `jsonb` reads a number as `numeric`
+ * and hands a text column that text; `json` hands over the text as written.
+ */
+export function plainNumber(v: number): string {
+  const s = String(v);
+  const e = s.indexOf("e");
+  if (e < 0) return s;
+  const neg = s[0] === "-";
+  const mantissa = s.slice(neg ? 1 : 0, e);
+  const exp = Number(s.slice(e + 1));
+  const dot = mantissa.indexOf(".");
+  const digits = dot < 0 ? mantissa : mantissa.slice(0, dot) + mantissa.slice(dot + 1);
+  const point = (dot < 0 ? mantissa.length : dot) + exp; // digits before the decimal point
+  let out: string;
+  if (point <= 0) out = `0.${"0".repeat(-point)}${digits}`;
+  else if (point >= digits.length) out = digits + "0".repeat(point - digits.length);
+  else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return neg ? `-${out}` : out;
+}
+
 /** The rows of one statement and the run-time values they take. */
 interface BuiltInput {
   /** The input rows as JSON text (an array of objects, see statements.ts), `$1`. */
@@ -430,7 +466,11 @@ function buildInput(
     for (const c of step.columns) {
       const sends = c.role === "match" || prow.writes.has(c.name);
       const v = prow.values.get(c.name);
-      if (sends && v !== undefined) o += `,${JSON.stringify(c.name)}:${JSON.stringify(v)}`;
+      if (sends && v !== undefined) {
+        o += `,${JSON.stringify(c.name)}:${
+          typeof v === "number" ? plainNumber(v) : JSON.stringify(v)
+        }`;
+      }
       if (c.flag) o += `,${JSON.stringify(`@p:${c.name}`)}:${prow.writes.has(c.name)}`;
       const f = prow.fills.length === 0 ? undefined : prow.fills.find((x) => x.column === c.name);
       if (sends && f && v === undefined) {
