@@ -451,27 +451,21 @@ function buildInput(
     }
     return w;
   };
+  // The field names as JSON (`,"name":`), once per statement rather than per row and column.
+  const fields = step.columns.map((c) => `,${JSON.stringify(c.name)}:`);
+  const flags = step.columns.map((c) => c.flag ? `,${JSON.stringify(`@p:${c.name}`)}:` : "");
   for (const r of step.rows) {
     const prow = node.rows[r];
     let o = `{"@o":${r}`;
     let sources: Map<string, number> | undefined;
-    const token = (c: string): JsonValue => {
-      const v = prow.values.get(c);
-      if (v !== undefined) return typeof v === "number" ? String(v) : v;
-      const f = prow.fills.find((x) => x.column === c);
-      if (!f) return null;
-      const w = source(f);
-      return { "@fill": [w.statement, w.pos, f.from] };
-    };
-    for (const c of step.columns) {
+    for (let i = 0; i < step.columns.length; i++) {
+      const c = step.columns[i];
       const sends = c.role === "match" || prow.writes.has(c.name);
       const v = prow.values.get(c.name);
       if (sends && v !== undefined) {
-        o += `,${JSON.stringify(c.name)}:${
-          typeof v === "number" ? plainNumber(v) : JSON.stringify(v)
-        }`;
+        o += fields[i] + (typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
       }
-      if (c.flag) o += `,${JSON.stringify(`@p:${c.name}`)}:${prow.writes.has(c.name)}`;
+      if (c.flag) o += flags[i] + prow.writes.has(c.name);
       const f = prow.fills.length === 0 ? undefined : prow.fills.find((x) => x.column === c.name);
       if (sends && f && v === undefined) {
         const w = source(f);
@@ -486,6 +480,14 @@ function buildInput(
     if (sources) { for (const [k, p] of sources) o += `,${JSON.stringify(k)}:${p}`; }
     o += "}";
     if (step.kind !== "insert") {
+      const token = (c: string): JsonValue => {
+        const v = prow.values.get(c);
+        if (v !== undefined) return typeof v === "number" ? String(v) : v;
+        const f = prow.fills.find((x) => x.column === c);
+        if (!f) return null;
+        const w = source(f);
+        return { "@fill": [w.statement, w.pos, f.from] };
+      };
       const key = JSON.stringify(keyCols.map(token));
       const body = JSON.stringify(
         step.columns.map((c) =>
