@@ -149,10 +149,40 @@ export async function readBodyText(req: Request, maxBytes: number, idleMs = 0): 
   return decodeUtf8(await readBodyBytes(req, maxBytes, idleMs));
 }
 
+/** Up to this `http.max_json_depth`, the depth check recurses (no allocation per value). */
+const RECURSIVE_DEPTH_MAX = 512;
+
+function tooDeep(maxDepth: number): SvcError {
+  return new SvcError(
+    "QUERY_INVALID",
+    `request body is nested deeper than ${maxDepth} levels (http.max_json_depth)`,
+    { details: { pointer: "", limit: "http.max_json_depth" } },
+  );
+}
+
+/** Whether `v` holds arrays/objects nested deeper than `budget` levels (recursion ≤ budget + 1). */
+function deeperThan(v: unknown, budget: number): boolean {
+  if (v === null || typeof v !== "object") return false;
+  if (budget <= 0) return true;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const x = v[i];
+      if (x !== null && typeof x === "object" && deeperThan(x, budget - 1)) return true;
+    }
+    return false;
+  }
+  for (const k in v) {
+    const x = (v as Record<string, unknown>)[k];
+    if (x !== null && typeof x === "object" && deeperThan(x, budget - 1)) return true;
+  }
+  return false;
+}
+
 /**
  * Parses JSON text (400 QUERY_INVALID when it is not JSON) and refuses values nested deeper than
- * `maxDepth` arrays/objects (`http.max_json_depth`), checked iteratively so that a hostile body
- * cannot exhaust the stack of anything that walks it later.
+ * `maxDepth` arrays/objects (`http.max_json_depth`), so that a hostile body cannot exhaust the
+ * stack of anything that walks it later (the check itself recurses at most `maxDepth` + 1 levels,
+ * or, for a larger `maxDepth`, walks iteratively).
  */
 export function parseJson(text: string, maxDepth: number): unknown {
   let value: unknown;
@@ -163,18 +193,14 @@ export function parseJson(text: string, maxDepth: number): unknown {
       details: { pointer: "" },
     });
   }
-  if (Number.isFinite(maxDepth)) {
+  if (maxDepth <= RECURSIVE_DEPTH_MAX) {
+    if (deeperThan(value, maxDepth)) throw tooDeep(maxDepth);
+  } else if (Number.isFinite(maxDepth)) {
     const stack: [unknown, number][] = [[value, 1]];
     while (stack.length) {
       const [v, d] = stack.pop()!;
       if (v === null || typeof v !== "object") continue;
-      if (d > maxDepth) {
-        throw new SvcError(
-          "QUERY_INVALID",
-          `request body is nested deeper than ${maxDepth} levels (http.max_json_depth)`,
-          { details: { pointer: "", limit: "http.max_json_depth" } },
-        );
-      }
+      if (d > maxDepth) throw tooDeep(maxDepth);
       for (const x of Array.isArray(v) ? v : Object.values(v)) {
         if (x !== null && typeof x === "object") stack.push([x, d + 1]);
       }

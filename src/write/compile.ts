@@ -175,6 +175,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       store,
       marker: MARKER,
       check: -1,
+      json: scalarInput(node, step),
     };
     let build: (spec: RowsSpec) => string;
     let counts: WriteStatement["counts"] = "row";
@@ -201,7 +202,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         break;
     }
     shape.push(
-      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${
+      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${spec.json ? "j" : "b"}:${
         step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
           .join(",")
       }:${fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")}`,
@@ -373,6 +374,41 @@ function deleteOf(
   };
 }
 
+/**
+ * Whether every input column of `step` takes scalar values only (checkValue refuses objects and
+ * arrays for any other column), so that its input can be read as `json` (see RowsSpec.json).
+ */
+function scalarInput(node: PlanNode, step: RowsStep): boolean {
+  for (const c of step.columns) {
+    const col = node.relation.columnMap.get(c.name);
+    if (!col || col.category === "A" || col.category === "C") return false;
+    if (col.type === "json" || col.type === "jsonb") return false;
+  }
+  return true;
+}
+
+/**
+ * A number as JSON text in plain decimal notation, as PostgreSQL's `numeric` prints it
+ * (`1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`): `jsonb` reads a number as `numeric`
+ * and hands a text column that text; `json` hands over the text as written.
+ */
+export function plainNumber(v: number): string {
+  const s = String(v);
+  const e = s.indexOf("e");
+  if (e < 0) return s;
+  const neg = s[0] === "-";
+  const mantissa = s.slice(neg ? 1 : 0, e);
+  const exp = Number(s.slice(e + 1));
+  const dot = mantissa.indexOf(".");
+  const digits = dot < 0 ? mantissa : mantissa.slice(0, dot) + mantissa.slice(dot + 1);
+  const point = (dot < 0 ? mantissa.length : dot) + exp; // digits before the decimal point
+  let out: string;
+  if (point <= 0) out = `0.${"0".repeat(-point)}${digits}`;
+  else if (point >= digits.length) out = digits + "0".repeat(point - digits.length);
+  else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return neg ? `-${out}` : out;
+}
+
 /** The rows of one statement and the run-time values they take. */
 interface BuiltInput {
   /** The input rows as JSON text (an array of objects, see statements.ts), `$1`. */
@@ -415,23 +451,21 @@ function buildInput(
     }
     return w;
   };
+  // The field names as JSON (`,"name":`), once per statement rather than per row and column.
+  const fields = step.columns.map((c) => `,${JSON.stringify(c.name)}:`);
+  const flags = step.columns.map((c) => c.flag ? `,${JSON.stringify(`@p:${c.name}`)}:` : "");
   for (const r of step.rows) {
     const prow = node.rows[r];
     let o = `{"@o":${r}`;
     let sources: Map<string, number> | undefined;
-    const token = (c: string): JsonValue => {
-      const v = prow.values.get(c);
-      if (v !== undefined) return typeof v === "number" ? String(v) : v;
-      const f = prow.fills.find((x) => x.column === c);
-      if (!f) return null;
-      const w = source(f);
-      return { "@fill": [w.statement, w.pos, f.from] };
-    };
-    for (const c of step.columns) {
+    for (let i = 0; i < step.columns.length; i++) {
+      const c = step.columns[i];
       const sends = c.role === "match" || prow.writes.has(c.name);
       const v = prow.values.get(c.name);
-      if (sends && v !== undefined) o += `,${JSON.stringify(c.name)}:${JSON.stringify(v)}`;
-      if (c.flag) o += `,${JSON.stringify(`@p:${c.name}`)}:${prow.writes.has(c.name)}`;
+      if (sends && v !== undefined) {
+        o += fields[i] + (typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
+      }
+      if (c.flag) o += flags[i] + prow.writes.has(c.name);
       const f = prow.fills.length === 0 ? undefined : prow.fills.find((x) => x.column === c.name);
       if (sends && f && v === undefined) {
         const w = source(f);
@@ -446,6 +480,14 @@ function buildInput(
     if (sources) { for (const [k, p] of sources) o += `,${JSON.stringify(k)}:${p}`; }
     o += "}";
     if (step.kind !== "insert") {
+      const token = (c: string): JsonValue => {
+        const v = prow.values.get(c);
+        if (v !== undefined) return typeof v === "number" ? String(v) : v;
+        const f = prow.fills.find((x) => x.column === c);
+        if (!f) return null;
+        const w = source(f);
+        return { "@fill": [w.statement, w.pos, f.from] };
+      };
       const key = JSON.stringify(keyCols.map(token));
       const body = JSON.stringify(
         step.columns.map((c) =>

@@ -254,17 +254,18 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     };
     const joins = new Map<string, { value: unknown; pointer: string }>();
     const obj = input.value;
-    for (const key of Object.keys(obj)) {
-      // The value's pointer, built only where it is kept or reported.
-      const at = () => `${input.pointer}/${esc(key)}`;
+    for (const key in obj) {
       const item = items.get(key);
       const v = obj[key];
       if (!item) {
-        throw invalid(at(), `unknown key "${key}": it is not in the select of ${q.name}`);
+        throw invalid(
+          pointerOf(input, key),
+          `unknown key "${key}": it is not in the select of ${q.name}`,
+        );
       }
       if (item.kind === "ignored") continue;
       if (item.kind === "join") {
-        if (!item.readOnly) joins.set(key, { value: v, pointer: at() });
+        if (!item.readOnly) joins.set(key, { value: v, pointer: pointerOf(input, key) });
         continue;
       }
       if (!plan) continue;
@@ -273,11 +274,11 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       const writable = !item.readOnly && !col.generated && col.identity !== "always";
       if (!isKey && !writable) continue;
       if (isKey && v === null) continue; // a null key is no key: the row is new
-      if (plan.mode !== "readonly" || isKey) checkValue(table, col, v, at);
+      if (plan.mode !== "readonly" || isKey) checkValue(table, col, v, input.pointer, key);
       const prev = row.values.get(col.name);
       if (prev !== undefined && !sameJson(prev, v)) {
         throw invalid(
-          at(),
+          pointerOf(input, key),
           `column "${col.name}" of ${table} is given twice with different values`,
         );
       }
@@ -391,6 +392,11 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     }
     processNode(ctx, childPlan, childQ, childInputs);
   }
+}
+
+/** The JSON pointer of `key` of an input row (built only where it is kept or reported). */
+function pointerOf(input: Input, key: string): string {
+  return `${input.pointer}/${esc(key)}`;
 }
 
 function kindOf(v: unknown): string {

@@ -6,8 +6,9 @@
  * Every statement is a plain statement of its own, run in order in the request's transaction, so
  * it sees what the statements before it wrote (RLS policies, triggers and constraints of a child
  * see its parent). Its rows arrive as ONE jsonb parameter (sent as text and cast, so that no
- * driver re-encodes it) expanded by `jsonb_to_recordset` with the introspected column types — a
- * wrong-typed value fails in the database with a 22xxx error, never in JavaScript. Every input row
+ * driver re-encodes it) expanded by `jsonb_to_recordset` with the introspected column types (or,
+ * when every value is a scalar, as `json` by `json_to_recordset`, which reads them alike for less) —
+ * a wrong-typed value fails in the database with a 22xxx error, never in JavaScript. Every input row
  * carries its position `"@o"` (index of the row in its plan node); the input is in `"@o"` order.
  *
  * Values only the database knows (a generated key) flow between statements inside the database:
@@ -79,6 +80,13 @@ export interface RowsSpec {
   marker: string;
   /** The check raised by this statement (update, lookup: missing rows; insert: row counts). */
   check: number;
+  /**
+   * Whether the input is read as `json` instead of `jsonb` (cheaper for PostgreSQL: no `jsonb`
+   * document is built, and numbers reach their columns' input functions as written). Only for
+   * inputs of scalar values in plain decimal notation, which both read alike: no array, composite,
+   * `json` or `jsonb` column (`jsonb` renders nested values and `json` columns its own way).
+   */
+  json?: boolean;
 }
 
 /**
@@ -107,19 +115,24 @@ export function qname(t: { relation: { schema: string; name: string } }): string
   return `${ident(t.relation.schema)}.${ident(t.relation.name)}`;
 }
 
-/** `jsonb_to_recordset($n::text::jsonb) AS alias("@o" integer, "col" type, …)` (`ord`: with `"@o"`). */
+/**
+ * `jsonb_to_recordset($n::text::jsonb) AS alias("@o" integer, "col" type, …)` (`ord`: with `"@o"`;
+ * `json`: `json_to_recordset($n::text::json)`, see {@link RowsSpec.json}).
+ */
 export function recordset(
   columns: { name: string; type: string; flag?: boolean }[],
   alias = "x",
   param = "$1",
   ord = true,
+  json = false,
 ): string {
   const defs = ord ? [`"@o" integer`] : [];
   for (const c of columns) {
     defs.push(`${ident(c.name)} ${c.type}`);
     if (c.flag) defs.push(`${ident(flagName(c.name))} boolean`);
   }
-  return `jsonb_to_recordset(${param}::text::jsonb) AS ${alias}(${defs.join(", ")})`;
+  const fn = json ? "json" : "jsonb";
+  return `${fn}_to_recordset(${param}::text::${fn}) AS ${alias}(${defs.join(", ")})`;
 }
 
 /** Name of the input field holding a row's position in the rows statement `index` stored. */
@@ -166,9 +179,9 @@ function input(spec: RowsSpec, param = "$1"): string {
     );
     return ` CROSS JOIN (SELECT ${read.join(", ")} OFFSET 0) AS "s${k}"`;
   });
-  return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${recordset(defs, "r", param)}${
-    joins.join("")
-  }`;
+  return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${
+    recordset(defs, "r", param, true, spec.json)
+  }${joins.join("")}`;
 }
 
 function returning(t: StatementTarget, alias = "t"): string {

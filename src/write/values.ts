@@ -38,7 +38,8 @@ export function isJson(v: unknown, depth = 0): v is JsonValue {
 
 /**
  * Checks a payload value for `col` of relation `table` (`schema.name`); throws QUERY_INVALID with
- * `pointer` (or what it returns: built only on failure) for an obvious mismatch: a value that is not JSON, null for a NOT NULL column, an
+ * `pointer` (or what it returns: built only on failure; followed by `/key` when `key` is given)
+ * for an obvious mismatch: a value that is not JSON, null for a NOT NULL column, an
  * object or array for a scalar column, a string that is no number for a numeric column, a
  * fraction or out-of-range number for an integer column, a number for a date/time column.
  * Anything subtler (an unknown enum label, a malformed date, a too-long string) is left to the
@@ -49,8 +50,12 @@ export function checkValue(
   col: Column,
   v: unknown,
   pointer: string | (() => string),
+  key?: string,
 ): void {
-  const at = () => typeof pointer === "string" ? pointer : pointer();
+  const at = () => {
+    const p = typeof pointer === "string" ? pointer : pointer();
+    return key === undefined ? p : `${p}/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+  };
   const fail = (what: string): never => {
     throw invalid(
       at(),

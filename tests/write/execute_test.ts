@@ -48,6 +48,17 @@ create table odd_child (
   label text,
   foreign key (parent_k, parent_k2) references odd_parent (k, k2)
 );
+create type num_pair as (n numeric, t text);
+create table num_text (
+  id int generated always as identity primary key,
+  t text,
+  n numeric,
+  f float8,
+  j json,
+  b jsonb,
+  a text[],
+  p num_pair
+);
 create table track_tag (
   track_id int not null references track,
   tag_id int not null references tag,
@@ -567,6 +578,48 @@ Deno.test("rows providing different defaulted columns: absent ones take their de
   // All columns defaulted or nullable: an empty object inserts a row of defaults.
   const empty = await write({ relation: "artist", select: ["artist_id", "name"] }, [{}, {}]);
   assert.deepEqual((empty.result as Artist[]).map((a) => a.name), [null, null]);
+});
+
+Deno.test("values reach their columns as PostgreSQL's jsonb reads them: numbers in exponent notation, json columns, arrays, composites", async () => {
+  const tiny = Number("1e-7"), huge = Number("1e21"), neg = Number("-1.5e-10");
+  // Scalars only: the input is read as json, numbers sent in plain decimal notation.
+  const scalars = await write({ relation: "num_text", select: ["id", "t", "n", "f"] }, [
+    { t: tiny, n: tiny, f: tiny },
+    { t: huge, n: huge, f: huge },
+    { t: neg, n: neg, f: 12.5 },
+    { t: true, n: "1e3", f: "-0" },
+  ]);
+  assert.match(scalars.res.sql[0].select, /json_to_recordset\(\$1::text::json\)/);
+  assert.deepEqual(
+    await one(
+      `select t, n::text as n, f::text as f from num_text where id = any($1::int[]) order by id`,
+      [`{${(scalars.result as { id: number }[]).map((r) => r.id).join(",")}}`],
+    ),
+    [
+      { t: "0.0000001", n: "0.0000001", f: "1e-07" },
+      { t: "1000000000000000000000", n: "1000000000000000000000", f: "1e+21" },
+      { t: "-0.00000000015", n: "-0.00000000015", f: "12.5" },
+      { t: "true", n: "1000", f: "-0" },
+    ],
+  );
+  // A json, jsonb, array or composite column: read as jsonb (its rendering of nested values).
+  const nested = await write({ relation: "num_text", select: ["id", "t", "j", "b", "a", "p"] }, [
+    { t: tiny, j: { b: 1, a: [1, tiny] }, b: { b: huge }, a: [tiny, "x"], p: { n: tiny, t: huge } },
+  ]);
+  assert.match(nested.res.sql[0].select, /jsonb_to_recordset\(\$1::text::jsonb\)/);
+  assert.deepEqual(
+    await one(
+      `select t, j::text as j, b::text as b, a::text as a, p::text as p from num_text where id = $1`,
+      [(nested.result as { id: number }[])[0].id],
+    ),
+    [{
+      t: "0.0000001",
+      j: '{"a": [1, 0.0000001], "b": 1}',
+      b: '{"b": 1000000000000000000000}',
+      a: "{0.0000001,x}",
+      p: "(0.0000001,1000000000000000000000)",
+    }],
+  );
 });
 
 Deno.test("update: a column absent from some rows is left unchanged in them", async () => {
