@@ -4,7 +4,8 @@
  * nested write: a parent row and five children taking its generated key) against the hand-built
  * schema of the planner tests, in alternating rounds between this checkout and, when given,
  * another checkout's src/write (e.g. `git archive <commit> | tar -x -C /tmp/old`). Prints µs per
- * write (plan + compile) per round and the medians.
+ * write (plan + compile, from a plan template where the checkout has them: src/write/template.ts)
+ * per round and the medians.
  *
  * @module
  */
@@ -14,17 +15,20 @@ import { fakeSchema } from "../tests/write/fake_schema.ts";
 const ROUNDS = 9;
 const PER_ROUND = 20_000;
 
-type Plan = (node: unknown, data: unknown, pointer?: string, opts?: unknown) => unknown;
-type Compile = (plan: unknown, opts?: unknown) => { statements: { params: unknown[] }[] };
+type Write = (node: unknown, data: unknown) => { statements: { params: unknown[] }[] };
 
-async function load(dir: string): Promise<{ plan: Plan; compile: Compile }> {
+/** What the server runs: plan and compile, from a plan template where the checkout has them. */
+async function load(dir: string): Promise<Write> {
   const p = await import(`${dir}/src/write/plan.ts`);
   const c = await import(`${dir}/src/write/compile.ts`);
-  return { plan: p.planWrite, compile: c.compileWrite };
+  const t = await import(`${dir}/src/write/template.ts`).catch(() => null);
+  if (t) return (node, data) => t.planAndCompileWrite(node, data, "/data", { readBack: true });
+  return (node, data) =>
+    c.compileWrite(p.planWrite(node, data, "/data", { readBack: true }), { readBack: true });
 }
 
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
-const variants: [string, { plan: Plan; compile: Compile }][] = [["new", await load(here)]];
+const variants: [string, Write][] = [["new", await load(here)]];
 if (Deno.args[0]) variants.unshift(["old", await load(Deno.args[0])]);
 
 const node = parseQuery(fakeSchema(), {
@@ -51,9 +55,7 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const [name, v] of order) {
     const t0 = performance.now();
     for (let i = 0; i < PER_ROUND; i++) {
-      const w = v.compile(v.plan(node, [JSON.parse(body)], "/data", { readBack: true }), {
-        readBack: true,
-      });
+      const w = v(node, [JSON.parse(body)]);
       sink += w.statements.length;
     }
     const us = (performance.now() - t0) * 1000 / PER_ROUND;

@@ -14,9 +14,9 @@ import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../request/complex.ts";
 import { parseGetQuery } from "../request/query_string.ts";
 import { parseJson } from "../request/body.ts";
-import { planWrite } from "../write/plan.ts";
+import { planAndCompileWrite } from "../write/template.ts";
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
-import { type CompiledWrite, compileWrite } from "../write/compile.ts";
+import type { CompiledWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { CACHE_MAX_KEY, type CachedRead, readCache } from "./cache.ts";
 import {
@@ -121,10 +121,10 @@ async function planQuery(ctx: QueryContext, q: ComplexQuery, pointer: string): P
   if (!isWrite) return { q, r: await resolve(ctx, q.query, at) };
   const r = await resolveWrite(ctx, q.query, at);
   const readBackWanted = q.returns !== "none";
-  const w = compileWrite(
-    planWrite(r.node, q.data, `${pointer}/data`, { readBack: readBackWanted }),
-    { params: r.params, readBack: readBackWanted },
-  );
+  const w = planAndCompileWrite(r.node, q.data, `${pointer}/data`, {
+    params: r.params,
+    readBack: readBackWanted,
+  });
   return { q, r, write: { r, w } };
 }
 
@@ -368,10 +368,10 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   const want = wanted(ctx, q);
   const r = await resolveWrite(ctx, q.query, "/query");
   const readBackWanted = q.returns !== "none";
-  const w = compileWrite(
-    planWrite(r.node, q.data, "/data", { readBack: readBackWanted }),
-    { params: r.params, readBack: readBackWanted },
-  );
+  const w = planAndCompileWrite(r.node, q.data, "/data", {
+    params: r.params,
+    readBack: readBackWanted,
+  });
   const opts = { sql: want.sql, queryPlan: want.plan };
   const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
   const sent = toSend(w, opts);

@@ -82,6 +82,12 @@ export interface CompileWriteOptions {
   params?: Record<string, unknown>;
   /** Whether the write is read back (default true): the root keys are then needed. */
   readBack?: boolean;
+  /**
+   * Set while a plan template is recorded (template.ts, on a plan recorded with `src`): each
+   * payload value in a statement's input text is written as `\0<walk index>\0`, and `eligible`
+   * turns false when the statements depend on values beyond their place in the payload.
+   */
+  record?: { eligible: boolean };
 }
 
 interface Check {
@@ -141,6 +147,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
   for (const step of plan.steps) {
     const node = plan.nodes[step.node];
     if (step.kind === "delete") {
+      if (opts.record) opts.record.eligible = false;
       const d = deleteOf(plan, node, step, opts.params);
       statements.push(d);
       // A root delete's text comes with its where's values: it is built every time.
@@ -149,7 +156,8 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       continue;
     }
     const index = statements.length;
-    const built = buildInput(node, step, storedOf);
+    if (opts.record && step.kind !== "insert") opts.record.eligible = false;
+    const built = buildInput(node, step, storedOf, opts.record);
     const fills: FillSource[] = built.fills.map(([column, src, statement, from]) => ({
       column,
       statement,
@@ -250,6 +258,12 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         ...(root.rows.length === 1 ? { single: true } : {}),
       };
     }
+  }
+  // A template holds no key value: every root key is known only at run time, or not at all.
+  if (
+    opts.record && root.rows.some((row) => root.keyColumns.some((c) => row.values.get(c) != null))
+  ) {
+    opts.record.eligible = false;
   }
   // The texts, from the cache when this query was written with this shape before.
   let byShape = sqlCache.get(root.query);
@@ -432,6 +446,7 @@ function buildInput(
   node: PlanNode,
   step: RowsStep,
   storedOf: (node: number, row: number) => Stored | undefined,
+  rec?: { eligible: boolean },
 ): BuiltInput {
   // Each row's JSON text is written in one pass (no object per row, no second walk by
   // JSON.stringify). A field written twice keeps its last value, as in the jsonb it becomes.
@@ -463,7 +478,12 @@ function buildInput(
       const sends = c.role === "match" || prow.writes.has(c.name);
       const v = prow.values.get(c.name);
       if (sends && v !== undefined) {
-        o += fields[i] + (typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
+        const at = rec ? prow.src?.get(c.name) : undefined;
+        if (at !== undefined) o += `${fields[i]}\0${at}\0`;
+        else {
+          if (rec && v !== null) rec.eligible = false;
+          o += fields[i] + (typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
+        }
       }
       if (c.flag) o += flags[i] + prow.writes.has(c.name);
       const f = prow.fills.length === 0 ? undefined : prow.fills.find((x) => x.column === c.name);

@@ -89,6 +89,20 @@ interface Input {
 
 interface Ctx {
   nodes: PlanNode[];
+  rec?: PlanRecorder;
+}
+
+/**
+ * What planning records to make a plan template (template.ts): where each payload value of a row
+ * is in the walk of the payload, and the value checks run, in order.
+ */
+export interface PlanRecorder {
+  /** Index in the walk of the first key of each payload object. */
+  base: Map<object, number>;
+  /** The checkValue calls run: [walk index, table, column, row pointer, key]. */
+  checks: [number, string, Column, string, string][];
+  /** False once planning decided something from a value beyond its nullness. */
+  eligible: boolean;
 }
 
 /**
@@ -100,10 +114,10 @@ export function planWrite(
   node: RelationNode,
   data: unknown,
   pointer = "/data",
-  opts: { readBack?: boolean } = {},
+  opts: { readBack?: boolean; record?: PlanRecorder } = {},
 ): WritePlan {
   if (!Array.isArray(data)) throw invalid(pointer, "data must be an array of rows");
-  const ctx: Ctx = { nodes: [] };
+  const ctx: Ctx = { nodes: [], rec: opts.record };
   const root = newNode(ctx, node, null, null, []);
   const inputs = data.map((value, i): Input => ({
     value,
@@ -254,7 +268,12 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     };
     const joins = new Map<string, { value: unknown; pointer: string }>();
     const obj = input.value;
+    const rec = ctx.rec;
+    const base = rec ? rec.base.get(obj) : undefined;
+    if (rec) row.src = new Map();
+    let k = -1;
     for (const key in obj) {
+      k++;
       const item = items.get(key);
       const v = obj[key];
       if (!item) {
@@ -274,8 +293,18 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       const writable = !item.readOnly && !col.generated && col.identity !== "always";
       if (!isKey && !writable) continue;
       if (isKey && v === null) continue; // a null key is no key: the row is new
-      if (plan.mode !== "readonly" || isKey) checkValue(table, col, v, input.pointer, key);
+      if (plan.mode !== "readonly" || isKey) {
+        checkValue(table, col, v, input.pointer, key);
+        if (rec) {
+          if (base === undefined) rec.eligible = false;
+          else rec.checks.push([base + k, table, col, input.pointer, key]);
+        }
+      }
       const prev = row.values.get(col.name);
+      if (rec) {
+        if (prev !== undefined || base === undefined) rec.eligible = false;
+        else row.src!.set(col.name, base + k);
+      }
       if (prev !== undefined && !sameJson(prev, v)) {
         throw invalid(
           pointerOf(input, key),
@@ -347,6 +376,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
         }
         for (const [, parentCol] of ji.join.on) {
           row.values.set(parentCol, null);
+          row.src?.delete(parentCol);
           row.writes.add(parentCol);
         }
         continue;
@@ -417,8 +447,14 @@ function fill(
   row.fills = row.fills.filter((f) => f.column !== column);
   if (known !== undefined && known !== null) {
     row.values.set(column, known);
+    if (row.src) {
+      const at = src.rows[srcRow].src?.get(from);
+      if (at === undefined) row.src.delete(column);
+      else row.src.set(column, at);
+    }
   } else {
     row.values.delete(column);
+    row.src?.delete(column);
     row.fills.push({ column, node: src.id, row: srcRow, from });
   }
   row.writes.add(column);

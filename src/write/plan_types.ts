@@ -51,6 +51,11 @@ export interface PlanRow {
   fills: Fill[];
   /** Plan nodes of incoming joins whose key is present in this row (their deletes apply). */
   present: Set<number>;
+  /**
+   * Only while a plan template is recorded (template.ts): for each column of `values` taken from
+   * the payload, the index of that payload value in the walk of the payload.
+   */
+  src?: Map<string, number>;
 }
 
 /** A relation of the query that the write visits. */
