@@ -124,8 +124,12 @@ async function readStream(req: Request, maxBytes: number, idleMs: number): Promi
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 
-/** Bodies up to this many bytes that are all ASCII are decoded without TextDecoder. */
-const ASCII_MAX = 2048;
+/**
+ * Bodies up to this many bytes that are all ASCII are decoded without TextDecoder. TextDecoder
+ * costs ≈ 0.2 µs a call and ≈ 0.4 ns a byte, the JS loop ≈ 3 ns a byte: measured, the loop wins
+ * below ≈ 80 bytes (a short GET-like body) and loses 5× on a 0.8 KiB nested write.
+ */
+export const ASCII_MAX = 64;
 
 /** Decodes UTF-8 strictly: invalid bytes are 400 QUERY_INVALID. */
 export function decodeUtf8(bytes: Uint8Array): string {

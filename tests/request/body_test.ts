@@ -3,7 +3,7 @@
  * same text, and invalid bytes are 400 QUERY_INVALID on both sides of the fast path's size limit.
  */
 import assert from "node:assert/strict";
-import { decodeUtf8 } from "../../src/request/body.ts";
+import { ASCII_MAX, decodeUtf8 } from "../../src/request/body.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
 const enc = new TextEncoder();
@@ -12,7 +12,7 @@ Deno.test("decodeUtf8: ASCII, multi-byte and every byte length around the fast p
   for (const text of ["", "{}", '{"relation":"track","where":["=","track_id",1]}', "\x00\x7f"]) {
     assert.equal(decodeUtf8(enc.encode(text)), text);
   }
-  for (const n of [2047, 2048, 2049, 5000]) {
+  for (const n of [ASCII_MAX - 1, ASCII_MAX, ASCII_MAX + 1, 2048, 5000]) {
     const ascii = "a".repeat(n);
     assert.equal(decodeUtf8(enc.encode(ascii)), ascii);
     // A multi-byte character at the end, the middle and the start.
@@ -32,7 +32,7 @@ Deno.test("decodeUtf8: invalid UTF-8 is 400 QUERY_INVALID, short or long", () =>
     [0xc0, 0xaf], // an overlong form
   ];
   for (const tail of bad) {
-    for (const n of [0, 10, 2048, 3000]) {
+    for (const n of [0, 10, ASCII_MAX, 2048, 3000]) {
       const bytes = new Uint8Array([...enc.encode("a".repeat(n)), ...tail]);
       assert.throws(
         () => decodeUtf8(bytes),
