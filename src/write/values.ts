@@ -52,20 +52,11 @@ export function checkValue(
   pointer: string | (() => string),
   key?: string,
 ): void {
-  const at = () => {
-    const p = typeof pointer === "string" ? pointer : pointer();
-    return key === undefined ? p : `${p}/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`;
-  };
-  const fail = (what: string): never => {
-    throw invalid(
-      at(),
-      `column "${col.name}" of ${table} (${col.type}) expects ${what}, got ${describe(v)}`,
-    );
-  };
-  if (!isJson(v)) fail("a JSON value");
+  // No closure per call: this runs for every payload value.
+  if (!isJson(v)) failed(table, col, v, pointer, key, "a JSON value");
   if (v === null) {
     if (!col.nullable) {
-      throw invalid(at(), `column "${col.name}" of ${table} cannot be null`);
+      throw invalid(at(pointer, key), `column "${col.name}" of ${table} cannot be null`);
     }
     return;
   }
@@ -73,38 +64,58 @@ export function checkValue(
   if (type === "json" || type === "jsonb") return;
   if (col.category === "A") {
     if (Array.isArray(v) || typeof v === "string") return;
-    fail("an array");
+    failed(table, col, v, pointer, key, "an array");
   }
   if (col.category === "C") {
     if (isObject(v) || typeof v === "string") return;
-    fail("an object");
+    failed(table, col, v, pointer, key, "an object");
   }
-  if (typeof v === "object") fail("a scalar");
+  if (typeof v === "object") failed(table, col, v, pointer, key, "a scalar");
   switch (col.category) {
     case "N": {
       const range = INT_RANGE[type];
       if (typeof v === "number") {
         if (range && (!Number.isInteger(v) || v < range[0] || v > range[1])) {
-          fail(`an integer between ${range[0]} and ${range[1]}`);
+          failed(table, col, v, pointer, key, `an integer between ${range[0]} and ${range[1]}`);
         }
         return;
       }
       if (typeof v === "string") {
         if (range ? INTEGER_TEXT.test(v) : NUMERIC_TEXT.test(v) || SPECIAL_FLOAT.test(v)) return;
       }
-      return fail(range ? "an integer" : "a number");
+      return failed(table, col, v, pointer, key, range ? "an integer" : "a number");
     }
     case "B":
       if (typeof v === "boolean" || typeof v === "string") return;
-      return fail("a boolean");
+      return failed(table, col, v, pointer, key, "a boolean");
     case "D":
     case "T":
     case "E":
       if (typeof v === "string") return;
-      return fail("a string");
+      return failed(table, col, v, pointer, key, "a string");
     default:
       return;
   }
+}
+
+/** The pointer of a failed value: `pointer` (or what it returns), then `/key` when given. */
+function at(pointer: string | (() => string), key: string | undefined): string {
+  const p = typeof pointer === "string" ? pointer : pointer();
+  return key === undefined ? p : `${p}/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+}
+
+function failed(
+  table: string,
+  col: Column,
+  v: unknown,
+  pointer: string | (() => string),
+  key: string | undefined,
+  what: string,
+): never {
+  throw invalid(
+    at(pointer, key),
+    `column "${col.name}" of ${table} (${col.type}) expects ${what}, got ${describe(v)}`,
+  );
 }
 
 function describe(v: unknown): string {
