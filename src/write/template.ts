@@ -46,43 +46,55 @@ function walkItemsOf(q: RelationNode): Map<string, WalkItem> {
   return items;
 }
 
+/** Shape codes of the walk (one UTF-16 unit each): brackets, then one per key. */
+const OPEN_ROWS = 1, CLOSE_ROWS = 2, OPEN_ROW = 3, CLOSE_ROW = 4, KEY = 8;
+/** A key's code: KEY + 4 × its select item's index + the kind of its value. */
+const NULL = 0, VALUE = 1, ROWS = 2, ROW = 3;
+const MAX_ITEM = (0xffff - KEY) >> 2;
+
 /**
- * The walk of a payload: its shape (select item indices, nullness of values, nesting) and its
- * values in walk order (every key of an object, in order, then the joins' rows).
+ * The walk of a payload: its shape (select item of each key, nullness of values, nesting), as
+ * codes, and its values in walk order (every key of an object, in order, then the joins' rows).
  */
 class Walk {
-  shape = "";
+  codes: number[] = [];
   vals: unknown[] = [];
   constructor(readonly base?: Map<object, number>) {}
 
+  /** The shape as a string (a cache key). */
+  shape(): string {
+    return String.fromCharCode.apply(null, this.codes);
+  }
+
   /** False when the payload is not one the planner accepts as it is (it then reports why). */
   rows(q: RelationNode, rows: unknown[]): boolean {
-    this.shape += "[";
+    this.codes.push(OPEN_ROWS);
     for (const row of rows) {
       if (!isObject(row) || !this.row(q, row)) return false;
     }
-    this.shape += "]";
+    this.codes.push(CLOSE_ROWS);
     return this.vals.length <= TEMPLATE_MAX_VALUES;
   }
 
   private row(q: RelationNode, obj: Record<string, unknown>): boolean {
     const items = walkItemsOf(q);
+    const codes = this.codes;
     this.base?.set(obj, this.vals.length);
-    this.shape += "{";
+    codes.push(OPEN_ROW);
     let joins = false;
     for (const key in obj) {
       const item = items.get(key);
-      if (!item) return false;
+      if (!item || item.i > MAX_ITEM) return false;
       const v = obj[key];
       this.vals.push(v);
-      this.shape += item.i;
-      if (v === null) this.shape += "n";
-      else if (item.join === null) this.shape += "v";
+      const code = KEY + 4 * item.i;
+      if (v === null) codes.push(code + NULL);
+      else if (item.join === null) codes.push(code + VALUE);
       else if (Array.isArray(v)) {
-        this.shape += "a";
+        codes.push(code + ROWS);
         joins = true;
       } else if (isObject(v)) {
-        this.shape += "o";
+        codes.push(code + ROW);
         joins = true;
       } else return false;
     }
@@ -96,7 +108,7 @@ class Walk {
         } else if (!this.row(item.join, v as Record<string, unknown>)) return false;
       }
     }
-    this.shape += "}";
+    codes.push(CLOSE_ROW);
     return this.vals.length <= TEMPLATE_MAX_VALUES;
   }
 }
@@ -170,7 +182,7 @@ export function planAndCompileWrite(
   let byShape = templates.get(node);
   const walk = new Walk();
   if (!walk.rows(node, data)) return full();
-  const key = `${pointer}\0${readBack ? 1 : 0}\0${walk.shape}`;
+  const key = `${pointer}\0${readBack ? 1 : 0}\0${walk.shape()}`;
   const t = byShape?.get(key);
   if (t) {
     const vals = walk.vals;
