@@ -349,6 +349,53 @@ Deno.test("batches mix reads and writes in one transaction; first error rolls ba
   assert.deepEqual(names.map((n) => n.name), ["Batch4"]);
 });
 
+Deno.test("a repeated nested insert of one shape: each write's own values, a bad one refused at its pointer", async () => {
+  // The second and later writes of a payload shape come from its plan template
+  // (src/write/template.ts): they must write their own values and check them as the first did.
+  const write = (name: string, ms: unknown[]) =>
+    post({
+      query: artistTree,
+      data: [{
+        name,
+        albums: [{
+          title: `${name} LP`,
+          tracks: ms.map((m, i) => ({ ...track(`${name} ${i}`), milliseconds: m })),
+        }],
+      }],
+    });
+  const first = await write("Shape One", [1000, 2000]);
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+  const odd = 'Shape "Two" \\ é 🎵 \u2028';
+  const second = await write(odd, [3e6, 4]);
+  assert.equal(second.status, 200, JSON.stringify(second.body));
+  assert.equal(second.body[0].name, odd);
+  assert.deepEqual(
+    second.body[0].albums[0].tracks.map((
+      t: { name: string; milliseconds: number },
+    ) => [t.name, t.milliseconds]),
+    [[`${odd} 0`, 3000000], [`${odd} 1`, 4]],
+  );
+  assert.notEqual(second.body[0].artist_id, first.body[0].artist_id);
+  const bad = await write("Shape Three", [5, "five"]);
+  assert.equal(bad.status, 400, JSON.stringify(bad.body));
+  assert.equal(bad.code, "QUERY_INVALID");
+  assert.equal(bad.body.details.pointer, "/data/0/albums/0/tracks/1/milliseconds");
+  const bad2 = await write("Shape Three", [5.5, 6]);
+  assert.equal(bad2.body.details.pointer, "/data/0/albums/0/tracks/0/milliseconds");
+  assert.equal(
+    (await sql`select count(*)::int as n from artist where name = 'Shape Three'`)[0].n,
+    0,
+  );
+  const third = await write("Shape Three", [5, 6]);
+  assert.equal(third.status, 200, JSON.stringify(third.body));
+  const rows = await sql`select t.name, t.milliseconds from track t join album a using (album_id)
+    join artist r using (artist_id) where r.name = 'Shape Three' order by t.track_id`;
+  assert.deepEqual(rows.map((r) => [r.name, r.milliseconds]), [["Shape Three 0", 5], [
+    "Shape Three 1",
+    6,
+  ]]);
+});
+
 Deno.test("teardown", async () => {
   await sql.end();
   await srv.stop();
