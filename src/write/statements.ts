@@ -171,10 +171,10 @@ function input(spec: RowsSpec, param = "$1"): string {
     const cases = fills.map((f) => {
       const at = `r.${ident(sourceField(f.statement))}`;
       const stored = (i: number) => `"s${f.statement}"."c${i}"[${at} + 1]`;
+      // In the ELSE branch the position is not null: the check raises without testing it again.
       return `CASE WHEN ${at} IS NULL THEN NULL WHEN ${stored(0)} IS NOT NULL THEN ` +
-        `${stored(f.index)}::${c.type} ELSE CASE WHEN ${
-          raise(spec.marker, f.check, at)
-        } = 0 THEN NULL END::${c.type} END`;
+        `${stored(f.index)}::${c.type} ELSE CASE WHEN ('${spec.marker}:${f.check}:' || ${at})` +
+        `::int = 0 THEN NULL END::${c.type} END`;
     });
     return `coalesce(${[...cases, `r.${q}`].join(", ")}) AS ${q}${flag}`;
   });
