@@ -245,9 +245,12 @@ class Compiler {
     });
     if (keys.settings !== undefined && keys.single) {
       // One root row: its key is the settings' one element, an index lookup with nothing to order.
-      const eq = keys.columns.map((c, i) =>
-        `${ident(node.sqlAlias)}.${ident(c)} = (${arrays[i]})[1]`
-      );
+      // The element is cast, not the array: no per-element array coercion to set up per execution.
+      const eq = keys.columns.map((c, i) => {
+        const type = hintType(cols.find((col) => col.name === c)!.type);
+        return `${ident(node.sqlAlias)}.${ident(c)} = ` +
+          `(current_setting(${quoteLiteral(keys.settings![i])})::text[])[1]::${type}`;
+      });
       return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} WHERE ${eq.join(" AND ")}`;
     }
     const names = keys.columns.map((_, i) => `"k${i}"`);

@@ -184,6 +184,9 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       marker: MARKER,
       check: -1,
       json: scalarInput(node, step),
+      // One root row (the usual single-object write); children's texts stay independent of
+      // their row counts, so one prepared statement serves every count.
+      single: node.parent === null && built.ords.length === 1,
     };
     let build: (spec: RowsSpec) => string;
     let counts: WriteStatement["counts"] = "row";
@@ -210,7 +213,9 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         break;
     }
     shape.push(
-      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${spec.json ? "j" : "b"}:${
+      `${step.kind}${node.id}:${store ? 1 : 0}:${spec.check}:${spec.json ? "j" : "b"}${
+        spec.single ? "1" : ""
+      }:${
         step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
           .join(",")
       }:${fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")}`,

@@ -699,3 +699,14 @@ Deno.test("statement texts are cached per query and payload shape", () => {
   }
   assert.ok(cachedShapes(node) <= SHAPES_PER_QUERY);
 });
+
+Deno.test("a one-row root insert has no sort; a root of more rows and children keep theirs", () => {
+  const node = q(artistTree());
+  const sql = (data: unknown) => compileWrite(planWrite(node, data)).statements.map((s) => s.sql);
+  const one = sql([{ name: "A", albums: [{ title: "X", tracks: tracks(1, "a") }] }]);
+  assert.ok(!one[0].includes("ORDER BY"), one[0]);
+  assert.ok(one[1].includes(`ORDER BY x."@o"`) && one[2].includes(`ORDER BY x."@o"`));
+  const two = sql([{ name: "A", albums: [{ title: "X", tracks: tracks(3, "b") }] }, { name: "B" }]);
+  assert.ok(two[0].includes(`ORDER BY x."@o"`), two[0]);
+  assert.deepEqual(two.slice(1), one.slice(1), "a child's text does not depend on its row count");
+});
