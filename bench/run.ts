@@ -88,7 +88,7 @@ const { values: flags } = parseArgs({
     connections: { type: "string", default: "1,10,50" },
     scale: { type: "string", default: "20" },
     pool: { type: "string", default: "10" },
-    workers: { type: "string", default: "2,1" },
+    workers: { type: "string", default: "1,2" },
     cases: { type: "string", default: [...CASES.map((c) => c.id), "wide_batch"].join(",") },
     "no-peer": { type: "boolean", default: false },
     /** V8 flags for every svc process (e.g. `--max-semi-space-size=2`), comma-separated. */
