@@ -152,6 +152,38 @@ export function compileRead(node: RelationNode, opts: CompileOptions = {}): Comp
   return out;
 }
 
+/** The relation a write's answer select reads its inserted rows from (see {@link returningRead}). */
+export const RETURNED = "svc_w";
+
+/**
+ * A write's answer built over the rows its INSERT returned, when the select allows it: every
+ * output item a plain column of the root relation (no join, computed field, cast or other
+ * expression). The select reads {@link RETURNED} (a CTE of the returned `columns`) under the
+ * root's alias, so each row's JSON is built by the same expression as the read-back's — the same
+ * keys, in the same order, the same rendering of every value. Its key names are bound from
+ * `$<firstParam>` on (the INSERT takes the parameters before). Null when the select needs more.
+ */
+export function returningRead(
+  node: RelationNode,
+  firstParam: number,
+): { columns: string[]; rows: Statement } | null {
+  if (node.source.kind !== "relation" || node.joins.length > 0) return null;
+  const columns: string[] = [];
+  for (const it of node.select) {
+    if (it.mode === "set") continue;
+    if (it.value.kind !== "expr") return null;
+    const e = it.value.expr;
+    if (e.kind !== "column" || e.scope !== node.sqlAlias) return null;
+    if (!columns.includes(e.column.name)) columns.push(e.column.name);
+  }
+  if (columns.length === 0) return null;
+  const c = new Compiler(node);
+  for (let i = 1; i < firstParam; i++) c.params.push(null);
+  const sql = `SELECT ${c.object(node)} AS "j" FROM ${ident(RETURNED)} AS ${ident(node.sqlAlias)}`;
+  const rows = c.read(sql, node, false);
+  return { columns, rows: { ...rows, params: rows.params.slice(firstParam - 1) } };
+}
+
 /**
  * The `where` of `node` as a condition over its alias (`node.sqlAlias`), its values bound as `$1`,
  * `$2`, … (the scope of a write root's delete).

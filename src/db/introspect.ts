@@ -26,7 +26,9 @@ const Q_RELATIONS = `
 select c.oid::int8 as oid, n.nspname as schema, c.relname as name, c.relkind as kind,
   obj_description(c.oid, 'pg_class') as comment, pg_get_userbyid(c.relowner) as owner,
   coalesce(c.relacl::text[], '{}') as acl,
-  case when c.relkind in ('v','f') then pg_relation_is_updatable(c.oid, true) else 28 end as upd
+  case when c.relkind in ('v','f') then pg_relation_is_updatable(c.oid, true) else 28 end as upd,
+  c.relrowsecurity as rls, c.relhasrules as rules,
+  exists (select from pg_trigger g where g.tgrelid = c.oid and not g.tgisinternal) as triggers
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where c.relkind in ('r','v','m','p','f') and ${SYSTEM}`;
 
@@ -242,6 +244,9 @@ export function buildSchema(
       computedFields: new Map(),
       selectGrantees: granteesWith(r.acl as string[], "r"),
       owner: r.owner as string,
+      rowSecurity: r.rls === true,
+      userTriggers: r.triggers === true,
+      hasRules: r.rules === true,
     };
     // A view's columns are never mandatory: their nullability is unknown to the catalogs.
     if (rel.kind === "view") { for (const c of columns) c.mandatory = false; }

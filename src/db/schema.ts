@@ -74,6 +74,12 @@ export interface Relation {
   /** Roles (direct grantees, "" = PUBLIC) holding SELECT, and the owner. */
   selectGrantees: Set<string>;
   owner: string;
+  /** Row-level security is enabled (`pg_class.relrowsecurity`). */
+  rowSecurity: boolean;
+  /** It has a trigger of its own (`pg_trigger` with `not tgisinternal`: not a foreign key's). */
+  userTriggers: boolean;
+  /** It has rules (`pg_class.relhasrules`). */
+  hasRules: boolean;
 }
 
 /** A function argument. */

@@ -14,7 +14,7 @@ import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../request/complex.ts";
 import { parseGetQuery } from "../request/query_string.ts";
 import { parseJson } from "../request/body.ts";
-import { planAndCompileWrite } from "../write/template.ts";
+import { planAndCompileWrite, type PlanCompileOptions } from "../write/template.ts";
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
 import type { CompiledWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
@@ -120,12 +120,21 @@ async function planQuery(ctx: QueryContext, q: ComplexQuery, pointer: string): P
   const at = `${pointer}${q.complex || isWrite ? "/query" : ""}`;
   if (!isWrite) return { q, r: await resolve(ctx, q.query, at) };
   const r = await resolveWrite(ctx, q.query, at);
-  const readBackWanted = q.returns !== "none";
-  const w = planAndCompileWrite(r.node, q.data, `${pointer}/data`, {
-    params: r.params,
-    readBack: readBackWanted,
-  });
+  const w = planAndCompileWrite(r.node, q.data, `${pointer}/data`, writeOptions(ctx, q, r));
   return { q, r, write: { r, w } };
+}
+
+/**
+ * How a write is planned: read back unless `returns` is none, and answered from its own
+ * `RETURNING` when the write allows it (src/write/compile.ts `answersFromReturning`) — never under
+ * `query_plan`, whose statements answer their plans.
+ */
+function writeOptions(ctx: QueryContext, q: ComplexQuery, r: Resolved): PlanCompileOptions {
+  const readBack = q.returns !== "none";
+  const answer = readBack && !wanted(ctx, q).plan
+    ? { maxRowSize: ctx.cfg.pg.query.max_row_size }
+    : undefined;
+  return { params: r.params, readBack, answer };
 }
 
 /** Runs one planned write inside the transaction; returns the bare selection or the envelope. */
@@ -141,7 +150,7 @@ async function runWrite(
   // The statements and the read-back pipelined: one round trip.
   const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
   const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, back ? [back] : []);
-  writeOutput(out, q, want, wr, back, wr.after[0] ?? []);
+  writeOutput(out, q, want, wr, back, wr.answer ?? wr.after[0] ?? []);
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
   return q.complex ? withWarnings(ctx, q, out) : out.result;
 }
@@ -310,7 +319,7 @@ function readBack(
   q: ComplexQuery,
   maxRowSize: number,
 ): Statement | null {
-  if (q.returns === "none") return null;
+  if (q.returns === "none" || w.answer !== undefined) return null;
   // Rows come back as JSON text, answered as they are (never parsed and serialized again).
   const compile = () => {
     const read = capRowSize(
@@ -344,10 +353,8 @@ function writeOutput(
   raw = false,
 ): void {
   const sqlOut: unknown[] = [...wr.sql];
-  if (back) {
-    if (!raw) out.result = parseRows(rows);
-    if (want.sql) sqlOut.push({ path: [], select: back.sql });
-  }
+  if ((back || wr.answer) && !raw) out.result = parseRows(rows);
+  if (back && want.sql) sqlOut.push({ path: [], select: back.sql });
   if (q.stats) out.stats = want.stats ? wr.stats : [];
   if (q.sql) out.sql = want.sql ? sqlOut : [];
   if (q.query_plan) out.query_plan = want.plan ? [...wr.plans] : [];
@@ -367,11 +374,7 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   }
   const want = wanted(ctx, q);
   const r = await resolveWrite(ctx, q.query, "/query");
-  const readBackWanted = q.returns !== "none";
-  const w = planAndCompileWrite(r.node, q.data, "/data", {
-    params: r.params,
-    readBack: readBackWanted,
-  });
+  const w = planAndCompileWrite(r.node, q.data, "/data", writeOptions(ctx, q, r));
   const opts = { sql: want.sql, queryPlan: want.plan };
   const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
   const sent = toSend(w, opts);
@@ -384,10 +387,10 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   }
   const out: Record<string, unknown> = {};
   const wr = writeResult(w, results.slice(0, sent.length), opts);
-  const rows = results[sent.length] ?? [];
+  const rows = wr.answer ?? results[sent.length] ?? [];
   writeOutput(out, q, want, wr, back, rows, true);
-  // The read-back's rows are JSON texts: joined, not parsed and serialized again.
-  const result = back ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
+  // The answer's rows are JSON texts: joined, not parsed and serialized again.
+  const result = back || wr.answer ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
   if (!q.complex) return result ?? "null";
   const rest = JSON.stringify(withWarnings(ctx, q, out));
   if (result === undefined) return rest;

@@ -7,13 +7,15 @@
  * the database in one round trip. Pure: no I/O.
  */
 import type { LiteralValue, RelationNode, RootKeys } from "../compile/ast.ts";
-import { compileCondition } from "../compile/sql.ts";
+import { compileCondition, returningRead } from "../compile/sql.ts";
+import { capRowSize } from "../compile/rowsize.ts";
 import type { Row } from "../db/tx.ts";
 import { invalid, SvcError } from "../svc_error.ts";
 import {
   deleteChildrenStatement,
   deleteRootStatement,
   type FillSource,
+  insertAnswerStatement,
   insertOrKeepStatement,
   insertStatement,
   lookupStatement,
@@ -70,6 +72,12 @@ export interface CompiledWrite {
    * known before the write, else the setting the root's last statement stores them in.
    */
   rootKeys: RootKeys;
+  /**
+   * Set when the write answers from its own `RETURNING` (see {@link CompileWriteOptions.answer}):
+   * the index of the statement whose rows (one JSON text `j` each, in payload order) are the
+   * answer. No read-back runs then.
+   */
+  answer?: number;
   /** The stats (root first, written relations only) from the statements' results, in order. */
   stats(results: Row[][]): Stat[];
   /** The SvcError a failed check stands for; any other error unchanged. */
@@ -82,6 +90,13 @@ export interface CompileWriteOptions {
   params?: Record<string, unknown>;
   /** Whether the write is read back (default true): the root keys are then needed. */
   readBack?: boolean;
+  /**
+   * Answer from the INSERT's own `RETURNING` instead of a read-back, when that answer cannot
+   * differ from the read-back's ({@link answersFromReturning}), the answer rows capped at
+   * `maxRowSize` bytes inside PostgreSQL (src/compile/rowsize.ts) as the read-back's are. Only
+   * with `readBack`, and never under `EXPLAIN` (its rows are then the plan).
+   */
+  answer?: { maxRowSize: number };
   /**
    * Set while a plan template is recorded (template.ts, on a plan recorded with `src`): each
    * payload value in a statement's input text is written as `\0<walk index>\0`, and `eligible`
@@ -102,6 +117,25 @@ interface Check {
 interface Stored {
   statement: number;
   pos: number;
+}
+
+/**
+ * Whether a write's answer may come from its INSERT's `RETURNING` rather than a read-back: the
+ * answer is then the same only when nothing can change or hide a row after its statement and the
+ * select needs nothing but the written row. So: one statement, a plain INSERT of the root (no
+ * other relation written or read, no upsert, update or delete), into a table (not a view) without
+ * row-level security (`RETURNING` under a SELECT policy raises where the read-back leaves the row
+ * out), without triggers of its own (an AFTER trigger may change the row) and without rules; and
+ * a select of the root's own columns only ({@link returningRead}).
+ */
+export function answersFromReturning(plan: WritePlan): boolean {
+  const root = plan.root;
+  const step = plan.steps[0];
+  const rel = root.relation;
+  return plan.steps.length === 1 && plan.nodes.length === 1 && step.kind === "insert" &&
+    step.node === root.id && root.written && root.parent === null &&
+    rel.kind === "table" && !rel.rowSecurity && !rel.userTriggers && !rel.hasRules &&
+    root.rows.every((r) => r.fills.length === 0);
 }
 
 /** Plan nodes in select order (a node before its joins). */
@@ -137,7 +171,11 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
   const staticKey = (values: Map<string, JsonValue>) =>
     root.keyColumns.every((c) => values.get(c) != null);
   const readBack = opts.readBack !== false && root.returning.length > 0;
-  const rootRuntime = readBack && root.written && root.rows.some((r) => !staticKey(r.values));
+  const answer = readBack && opts.answer && answersFromReturning(plan)
+    ? returningRead(root.query, 2)
+    : null;
+  const rootRuntime = !answer && readBack && root.written &&
+    root.rows.some((r) => !staticKey(r.values));
   if (rootRuntime) consumed.add(root.id);
 
   const statements: WriteStatement[] = [];
@@ -190,12 +228,21 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
     };
     let build: (spec: RowsSpec) => string;
     let counts: WriteStatement["counts"] = "row";
+    let answerShape = "";
     switch (step.kind) {
       case "insert":
         spec.check = check({ kind: "count", node });
         build = insertStatement;
         if (store) params.push(String(built.ords.length));
         else counts = "inserted";
+        if (answer && node === root) {
+          // Its command count (SELECT n) is the number of rows inserted and returned.
+          const cap = opts.answer!.maxRowSize;
+          const select = capRowSize(answer.rows, cap).sql;
+          build = (s) => insertAnswerStatement(s, answer.columns, select);
+          params.push(...answer.rows.params);
+          answerShape = `:a${cap}`;
+        }
         break;
       case "update":
         spec.check = check({ kind: "update", node });
@@ -218,7 +265,9 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       }:${
         step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
           .join(",")
-      }:${fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")}`,
+      }:${
+        fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")
+      }${answerShape}`,
     );
     builders.push(() => build(spec));
     statements.push({ path: node.path, node: node.id, sql: "", params, counts });
@@ -288,6 +337,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
   return {
     statements,
     rootKeys,
+    ...(answer ? { answer: 0 } : {}),
     stats(results) {
       const byNode = new Map<number, Stat>();
       for (const n of written) {

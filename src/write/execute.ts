@@ -32,6 +32,8 @@ export interface WriteResult {
   plans: PlanResult[];
   /** Key of each root row, in payload order: restricts the read-back (`compileRead(node, {rootKeys})`). */
   rootKeys: RootKeys;
+  /** The answer rows (JSON texts `j`) when a statement gave them (`CompiledWrite.answer`). */
+  answer?: Row[];
 }
 
 /** Options of a write's run. */
@@ -70,6 +72,7 @@ export function writeResult(w: CompiledWrite, results: Row[][], opts: WriteOptio
       ? w.statements.map((s, i) => ({ path: s.path, plan: explainOutput(results[i] ?? []) }))
       : [],
     rootKeys: w.rootKeys,
+    ...(w.answer === undefined ? {} : { answer: results[w.answer] ?? [] }),
   };
 }
 

@@ -35,6 +35,7 @@
  * from the request is spliced into SQL.
  */
 import { ident } from "../db/schema.ts";
+import { RETURNED } from "../compile/sql.ts";
 
 /** A column of the `jsonb_to_recordset` input of a statement. */
 export interface InputColumn {
@@ -237,6 +238,20 @@ export function insertStatement(spec: RowsSpec): string {
     `SELECT count(*)::int AS "i", 0 AS "u", 0 AS "d", ${counted} AS "c", ${
       storeExpr(spec, "w", null)
     } FROM w`;
+}
+
+/**
+ * A plain INSERT (no store) that answers the write itself: `WITH "svc_w" AS (INSERT … RETURNING
+ * <columns>) <select>`, `select` reading `"svc_w"` (its rows' JSON, built as the read-back
+ * builds them, its row-size cap included). The returned rows come in input order (see the module
+ * comment), which the select keeps: it only scans them. Its command count is the inserted count.
+ */
+export function insertAnswerStatement(spec: RowsSpec, columns: string[], select: string): string {
+  const ret = columns.map((c) => `t.${ident(c)}`).join(", ");
+  return `WITH ${ident(RETURNED)} AS (${
+    insertStatement({ ...spec, store: false })
+  } RETURNING ${ret}) ` +
+    `SELECT "svc_b"."j"::text AS "j" FROM (${select}) AS "svc_b"`;
 }
 
 /** Multi-row UPDATE by key; a flagged column is only set in rows whose flag is true. */

@@ -159,6 +159,8 @@ export interface PlanCompileOptions {
   readBack?: boolean;
   /** Well-known parameter values (a root delete's `where` may use them). */
   params?: Record<string, unknown>;
+  /** Answer from `RETURNING` when the write allows it (see compile.ts `CompileWriteOptions`). */
+  answer?: { maxRowSize: number };
 }
 
 /**
@@ -177,12 +179,14 @@ export function planAndCompileWrite(
     compileWrite(planWrite(node, data, pointer, { readBack }), {
       params: opts.params,
       readBack,
+      answer: opts.answer,
     });
   if (!Array.isArray(data)) return full();
   let byShape = templates.get(node);
   const walk = new Walk();
   if (!walk.rows(node, data)) return full();
-  const key = `${pointer}\0${readBack ? 1 : 0}\0${walk.shape()}`;
+  const answer = opts.answer ? `a${opts.answer.maxRowSize}` : "";
+  const key = `${pointer}\0${readBack ? 1 : 0}${answer}\0${walk.shape()}`;
   const t = byShape?.get(key);
   if (t) {
     const vals = walk.vals;
@@ -207,7 +211,12 @@ export function planAndCompileWrite(
   const vals = recWalk.vals;
   const plan = planWrite(node, data, pointer, { readBack, record: rec });
   const crec = { eligible: rec.eligible };
-  const w = compileWrite(plan, { params: opts.params, readBack, record: crec });
+  const w = compileWrite(plan, {
+    params: opts.params,
+    readBack,
+    answer: opts.answer,
+    record: crec,
+  });
   const statements: TemplateStatement[] = w.statements.map((s) => {
     const text = s.params[0];
     if ((s.counts !== "row" && s.counts !== "inserted") || typeof text !== "string") {

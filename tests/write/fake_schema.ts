@@ -71,6 +71,9 @@ function relation(
     computedFields: new Map(),
     selectGrantees: new Set([""]),
     owner: "postgres",
+    rowSecurity: false,
+    userTriggers: false,
+    hasRules: false,
   };
 }
 
