@@ -130,4 +130,29 @@ Deno.test("database.json is filtered by the role's privileges", async () => {
   assert.ok(fns.includes("person_label")); // default EXECUTE to PUBLIC
 });
 
+Deno.test("row-level security, user triggers and rules per relation; a foreign key's triggers are not the user's", async () => {
+  const uri = await emptyDb(
+    "facts",
+    `create table parent (id int primary key);
+     create table child (id int primary key, parent_id int references parent);
+     create table guarded (id int primary key);
+     alter table guarded enable row level security;
+     create table watched (id int primary key);
+     create function nop() returns trigger language plpgsql as $$ begin return null; end $$;
+     create trigger nop after insert on watched for each row execute function nop();
+     create table ruled (id int primary key);
+     create rule keep as on delete to ruled do instead nothing;`,
+  );
+  const s = await schemaOf(uri);
+  const facts = (name: string) => {
+    const r = s.relations.get(`public.${name}`)!;
+    return [r.rowSecurity, r.userTriggers, r.hasRules];
+  };
+  assert.deepEqual(facts("parent"), [false, false, false]);
+  assert.deepEqual(facts("child"), [false, false, false]);
+  assert.deepEqual(facts("guarded"), [true, false, false]);
+  assert.deepEqual(facts("watched"), [false, true, false]);
+  assert.deepEqual(facts("ruled"), [false, false, true]);
+});
+
 Deno.test("stop cluster", () => stopDb());
