@@ -60,11 +60,11 @@ import {
   type CpuUse,
   ensurePeer,
   readMem,
-  resetPeak,
   startFloor,
   startPeer,
   startSvc,
   v8FlagsOf,
+  withPeak,
 } from "./lib/procs.ts";
 import {
   type BigProbe,
@@ -219,24 +219,6 @@ function http(o: HttpRun, useWrk: boolean): Promise<HttpResult> {
   return useWrk ? wrk(o) : autocannon(o);
 }
 
-/** Runs `fn` while tracking a process's peak RSS (VmHWM reset before; sampled as a fallback). */
-async function withPeak<T>(pid: number, fn: () => Promise<T>): Promise<{ value: T; peak: number }> {
-  const reset = resetPeak(pid);
-  let sampled = readMem(pid).rss_mb;
-  const timer = setInterval(() => {
-    try {
-      sampled = Math.max(sampled, readMem(pid).rss_mb);
-    } catch { /* exited */ }
-  }, reset ? 250 : 10);
-  try {
-    const value = await fn();
-    const m = readMem(pid);
-    return { value, peak: reset ? Math.max(m.hwm_mb, sampled) : sampled };
-  } finally {
-    clearInterval(timer);
-  }
-}
-
 /** Runs `fn` while measuring CPU use of the server, PostgreSQL and the rest. */
 async function withCpu<T>(
   serverPid: number | null,
@@ -290,13 +272,6 @@ async function sqlAnswer(sql: Client, c: Case): Promise<unknown[]> {
 /** One request at a time: first byte, total time, bytes and svc's peak RSS. */
 async function probeBig(url: string, body: string, pid: number, n: number): Promise<BigProbe> {
   const baseline = readMem(pid).rss_mb;
-  const reset = resetPeak(pid);
-  let sampled = baseline;
-  const timer = setInterval(() => {
-    try {
-      sampled = Math.max(sampled, readMem(pid).rss_mb);
-    } catch { /* exited */ }
-  }, 5);
   const out: BigProbe = {
     requests: n,
     status: [],
@@ -307,14 +282,11 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
     baseline_rss_mb: baseline,
     peak_rss_mb: baseline,
     growth_mb: 0,
-    peak_method:
-      (reset
-        ? "VmHWM (reset through /proc/<pid>/clear_refs right before the first request) and "
-        : "") +
-      "VmRSS sampled every 5 ms; the baseline is svc's VmRSS right before, " +
+    peak_method: "VmHWM (reset through /proc/<pid>/clear_refs right before the first request, " +
+      "where allowed) and VmRSS sampled every 5 ms; the baseline is svc's VmRSS right before, " +
       "after startup and a few small requests",
   };
-  try {
+  const { peak } = await withPeak(pid, async () => {
     for (let i = 0; i < n; i++) {
       const s = performance.now();
       const r = await fetch(url, {
@@ -342,11 +314,8 @@ async function probeBig(url: string, body: string, pid: number, n: number): Prom
       // A 200 whose body does not end in "]" was cut short.
       if (r.status === 200 && last && last[last.length - 1] !== 0x5d) out.status.push(-1);
     }
-  } finally {
-    clearInterval(timer);
-  }
-  const m = readMem(pid);
-  out.peak_rss_mb = Math.max(sampled, reset ? m.hwm_mb : 0);
+  }, 5);
+  out.peak_rss_mb = peak;
   out.growth_mb = out.peak_rss_mb - baseline;
   return out;
 }

@@ -90,6 +90,31 @@ export function resetPeak(pid: number): boolean {
   }
 }
 
+/**
+ * Runs `fn` while tracking `pid`'s peak RSS (MiB): VmHWM reset before (when the kernel allows it)
+ * and VmRSS sampled every `everyMs` (default: 250 ms with the reset, 10 ms as the only measure);
+ * the peak is the larger of the two.
+ */
+export async function withPeak<T>(
+  pid: number,
+  fn: () => Promise<T>,
+  everyMs?: number,
+): Promise<{ value: T; peak: number }> {
+  const reset = resetPeak(pid);
+  let sampled = readMem(pid).rss_mb;
+  const timer = setInterval(() => {
+    try {
+      sampled = Math.max(sampled, readMem(pid).rss_mb);
+    } catch { /* exited */ }
+  }, everyMs ?? (reset ? 250 : 10));
+  try {
+    const value = await fn();
+    return { value, peak: reset ? Math.max(readMem(pid).hwm_mb, sampled) : sampled };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 /** A child process with its output collected in a log file. */
 export interface Child {
   name: string;

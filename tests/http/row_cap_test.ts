@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { chinookDb, psql, scalar } from "../helpers/db.ts";
 import { startServer, type TestServer } from "../helpers/server.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
-import { readMem, resetPeak } from "../../bench/lib/procs.ts";
+import { readMem, withPeak } from "../../bench/lib/procs.ts";
 import { spawnSvc } from "../helpers/process.ts";
 
 const ROW = 64 << 20;
@@ -129,19 +129,8 @@ Deno.test({
       await (await s.post("/svc", { relation: "big", where: ["=", "id", 2] })).body?.cancel();
       await (await s.post("/svc", { relation: "big", select: ["id"] })).body?.cancel();
       const baseline = readMem(pid).rss_mb;
-      const reset = resetPeak(pid);
-      let sampled = baseline;
-      const timer = setInterval(() => {
-        try {
-          sampled = Math.max(sampled, readMem(pid).rss_mb);
-        } catch { /* exited: the assertions below say so */ }
-      }, 10);
-      try {
-        await refuseBig(s);
-      } finally {
-        clearInterval(timer);
-      }
-      const growth = Math.max(sampled, reset ? readMem(pid).hwm_mb : 0) - baseline;
+      const { peak } = await withPeak(pid, () => refuseBig(s), 10);
+      const growth = peak - baseline;
       assert.ok(growth < 32, `svc's memory grew by ${growth.toFixed(0)} MiB for a 64 MiB row`);
       const after = await s.post("/svc", { relation: "big", where: ["=", "id", 2] });
       assert.equal(after.status, 200);

@@ -15,7 +15,7 @@ import { type Sql, sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
 import { spawnSvc } from "../helpers/process.ts";
 import { cookie, now, startServer, type TestServer, token } from "../helpers/server.ts";
-import { readMem, resetPeak } from "../../bench/lib/procs.ts";
+import { readMem, withPeak } from "../../bench/lib/procs.ts";
 
 const LIMIT_MIB = 200;
 const ITEMS = 100;
@@ -57,18 +57,11 @@ Deno.test({
         await (await post(svc.url, { relation: "track" })).body?.cancel();
       }
       const baseline = readMem(pid).rss_mb;
-      const reset = resetPeak(pid);
-      let sampled = baseline;
-      const timer = setInterval(() => {
-        try {
-          sampled = Math.max(sampled, readMem(pid).rss_mb);
-        } catch { /* exited: the assertions below say so */ }
-      }, 20);
       let status = 0;
       let bytes = 0;
       let head = "";
       let tail = new Uint8Array(0);
-      try {
+      const { peak } = await withPeak(pid, async () => {
         const r = await post(svc.url, wideBatch(ITEMS, FULL ? {} : { limit: 700 }));
         status = r.status;
         for await (const chunk of r.body!) {
@@ -76,10 +69,7 @@ Deno.test({
           bytes += chunk.length;
           tail = chunk.subarray(Math.max(0, chunk.length - 2));
         }
-      } finally {
-        clearInterval(timer);
-      }
-      const peak = Math.max(sampled, reset ? readMem(pid).hwm_mb : 0);
+      }, 20);
       const growth = peak - baseline;
       console.log(
         `wide batch: ${status}, ${(bytes / 1e6).toFixed(0)} MB, RSS ${baseline.toFixed(0)} → ` +
