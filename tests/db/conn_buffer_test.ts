@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { emptyDb, stopDb } from "../helpers/db.ts";
+import { runProbe } from "../helpers/probe.ts";
 
 const PROBE = new URL("../fixtures/conn_buffer_probe.ts", import.meta.url).pathname;
 const MIB = 24;
@@ -13,14 +14,9 @@ const MIB = 24;
 Deno.test("a connection keeps no large receive or send buffer after a large row or parameter", async () => {
   const uri = await emptyDb("conn_buffers");
   try {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--v8-flags=--expose-gc", PROBE, uri, String(MIB)],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const text = new TextDecoder().decode(out.stdout);
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-    const r = JSON.parse(text.trim().split("\n").at(-1)!);
+    const { text, result: r } = await runProbe<Record<string, number>>(PROBE, [uri, String(MIB)], {
+      denoArgs: ["--v8-flags=--expose-gc"],
+    });
     const row = MIB * 1024 * 1024 + 2; // a JSON string: the text and its quotes
     assert.equal(r.small, row + 2); // [row]
     assert.equal(r.streamed, row + 4); // [0,row]

@@ -10,6 +10,7 @@ import { Connection } from "../../src/pg/connection.ts";
 import { PgRowTooLargeError } from "../../src/pg/errors.ts";
 import { JsonArraySink } from "../../src/http/json_body.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
+import { runProbe } from "../helpers/probe.ts";
 import { B, concat, type FakeConn, fakeServer, hello } from "./fake_server.ts";
 
 const PROBE = new URL("../fixtures/row_cap_probe.ts", import.meta.url).pathname;
@@ -37,14 +38,16 @@ Deno.test({
   name: "row cap: a 96 MiB row over a 1 MiB cap is refused, never buffered; the connection goes on",
   async fn() {
     // In a process of its own: the test runner's process holds other test files' work.
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", PROBE, await emptyDb("rowcap"), "96"],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const text = new TextDecoder().decode(out.stdout);
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-    const r = JSON.parse(text.trim().split("\n").at(-1)!);
+    const { text, result: r } = await runProbe<{
+      refused: boolean;
+      rowBytes: number;
+      maxRowBytes: number;
+      statementIndex: number;
+      growth: number;
+      before: string;
+      state: unknown;
+      next: unknown;
+    }>(PROBE, [await emptyDb("rowcap"), "96"]);
     assert.ok(r.refused, text);
     assert.equal(r.rowBytes, 96 << 20);
     assert.equal(r.maxRowBytes, 1 << 20);

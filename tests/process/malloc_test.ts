@@ -6,12 +6,20 @@
  */
 import assert from "node:assert/strict";
 import { MMAP_THRESHOLD } from "../../src/process/malloc.ts";
+import { runProbe } from "../helpers/probe.ts";
 
 const PROBE = new URL("../fixtures/malloc_probe.ts", import.meta.url).pathname;
 
 async function probe(mode: "tuned" | "untuned", env: Record<string, string> = {}) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--v8-flags=--expose-gc", PROBE, mode],
+  const { text, result } = await runProbe<{
+    tuning: { applied: boolean; reason?: string } | null;
+    mapped: number;
+    heap: number;
+    during: number;
+    freed: number;
+    later: number;
+  }>(PROBE, [mode], {
+    denoArgs: ["--v8-flags=--expose-gc"],
     clearEnv: true,
     env: {
       ...Object.fromEntries(
@@ -19,22 +27,8 @@ async function probe(mode: "tuned" | "untuned", env: Record<string, string> = {}
       ),
       ...env,
     },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  const text = new TextDecoder().decode(out.stdout).trim();
-  return {
-    text,
-    ...(JSON.parse(text.split("\n").at(-1)!) as {
-      tuning: { applied: boolean; reason?: string } | null;
-      mapped: number;
-      heap: number;
-      during: number;
-      freed: number;
-      later: number;
-    }),
-  };
+  });
+  return { text, ...result };
 }
 
 const glibc = Deno.build.os === "linux" && Deno.build.env === "gnu";
