@@ -20,4 +20,4 @@ USER 65532:65532
 # /wellknown: well-known query files; /template: templates.
 VOLUME ["/secrets", "/wellknown", "/template"]
 EXPOSE 8080
-ENTRYPOINT ["/svc/deno", "run", "-A", "--v8-flags=--max-semi-space-size=2,--heap-growing-percent=200", "--no-config", "--unstable-net", "--unstable-no-legacy-abort", "/svc/svc.js"]
+ENTRYPOINT ["/svc/deno", "run", "-A", "--v8-flags=--max-semi-space-size=4,--heap-growing-percent=200,--no-parallel-scavenge", "--no-config", "--unstable-net", "--unstable-no-legacy-abort", "/svc/svc.js"]

@@ -1,7 +1,8 @@
 /**
  * The `--variant=NAME[@MAIN]:FLAG,FLAG…` syntax of the bench's comparison tools (pk_cpu.ts,
  * write_after_read.ts, mem.ts): a name, another checkout's main.ts, svc flags, and upper-case
- * `NAME=value` entries as environment variables.
+ * `NAME=value` entries as environment variables (a `;` in such a value stands for a comma, e.g.
+ * `DENO_V8_FLAGS=--max-semi-space-size=2;--single-threaded-gc`).
  */
 import { type Child, startSvc } from "./procs.ts";
 import { WELLKNOWN_FILE } from "./cases.ts";
@@ -27,7 +28,7 @@ export function parseVariant(spec: string): Variant {
   const env = Object.fromEntries(
     all.filter(isEnv).map((f) => {
       const i = f.indexOf("=");
-      return [f.slice(0, i), f.slice(i + 1)];
+      return [f.slice(0, i), f.slice(i + 1).replaceAll(";", ",")];
     }),
   );
   return { name, main: main || undefined, flags: all.filter((f) => !isEnv(f)), env };
