@@ -19,6 +19,30 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
+/** A `/svc` answer read whole: its status, its `x-svc-errorcode`, its body parsed (null if empty). */
+export interface SvcAnswer {
+  status: number;
+  code: string | null;
+  /** The parsed JSON, as each test reads it. */
+  // deno-lint-ignore no-explicit-any
+  body: any;
+}
+
+/** POSTs `body` to `/svc` (with `headers`, e.g. a session cookie) and reads the whole answer. */
+export async function postSvc(
+  srv: TestServer,
+  body: unknown,
+  headers?: HeadersInit,
+): Promise<SvcAnswer> {
+  const res = await srv.post("/svc", body, headers);
+  const text = await res.text();
+  return {
+    status: res.status,
+    code: res.headers.get("x-svc-errorcode"),
+    body: text ? JSON.parse(text) : null,
+  };
+}
+
 /** A test configuration against `uri` on a free loopback port, plus `flags` (`--key=value`). */
 export function testConfig(uri: string, flags: string[] = []): Config {
   return loadConfig({

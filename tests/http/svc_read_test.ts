@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
-import { startServer } from "../helpers/server.ts";
+import { postSvc, startServer } from "../helpers/server.ts";
 import { NESTED_READ_BODY } from "../../bench/lib/cases.ts";
 
 const uri = await chinookDb(
@@ -21,15 +21,7 @@ const srv = await startServer(uri, ["--dev"]);
 const locked = await startServer(uri, []); // allow_* off
 const sql = sqlClient(uri);
 
-async function post(body: unknown, s = srv) {
-  const res = await s.post("/svc", body);
-  const text = await res.text();
-  return {
-    status: res.status,
-    code: res.headers.get("x-svc-errorcode"),
-    body: text ? JSON.parse(text) : null,
-  };
-}
+const post = (body: unknown, s = srv) => postSvc(s, body);
 
 const threeLevel = {
   relation: "artist",

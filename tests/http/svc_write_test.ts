@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, stopDb } from "../helpers/db.ts";
-import { startServer } from "../helpers/server.ts";
+import { postSvc, startServer } from "../helpers/server.ts";
 
 const uri = await chinookDb(
   "writes",
@@ -18,15 +18,7 @@ const uri = await chinookDb(
 const srv = await startServer(uri, ["--dev"]);
 const sql = sqlClient(uri);
 
-async function post(body: unknown) {
-  const res = await srv.post("/svc", body);
-  const text = await res.text();
-  return {
-    status: res.status,
-    code: res.headers.get("x-svc-errorcode"),
-    body: text ? JSON.parse(text) : null,
-  };
-}
+const post = (body: unknown) => postSvc(srv, body);
 
 const artistTree = {
   relation: "artist",

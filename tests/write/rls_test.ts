@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { pgProxy } from "../helpers/wireproxy.ts";
-import { cookie, now, startServer, token } from "../helpers/server.ts";
+import { cookie, now, postSvc, startServer, token } from "../helpers/server.ts";
 
 const SUB = `(current_setting('svc.jwt.claims', true)::jsonb ->> 'sub')`;
 const FIXTURE = `
@@ -66,16 +66,7 @@ async function session(sub: string): Promise<HeadersInit> {
 }
 const alice = await session("alice");
 
-async function post(body: unknown, who = alice) {
-  const res = await srv.post("/svc", body, who);
-  const text = await res.text();
-  return {
-    status: res.status,
-    code: res.headers.get("x-svc-errorcode"),
-    // deno-lint-ignore no-explicit-any
-    body: text ? JSON.parse(text) as any : null,
-  };
-}
+const post = (body: unknown, who = alice) => postSvc(srv, body, who);
 
 const projectTree = {
   relation: "project",
