@@ -9,6 +9,7 @@ import { chinookDb, stopDb } from "../helpers/db.ts";
 import { startServer, type TestServer } from "../helpers/server.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { WHOLE_BODY_MAX } from "../../src/request/body.ts";
+import { headerSize, rawHeaderList } from "../../src/http/surface.ts";
 
 const root = await Deno.makeTempDir({ prefix: "svc-static-" });
 const d1 = `${root}/one`, d2 = `${root}/two`, outside = `${root}/outside`;
@@ -334,6 +335,61 @@ Deno.test("limits: oversized headers → 431; a stalled body → 408 without hol
   );
   assert.equal(over.status, 413);
   assert.match(over.text, /HTTP_BODY_TOO_LARGE/);
+});
+
+Deno.test("limits: the header size counts every header as received — many small ones, repeated names", async () => {
+  // limit 8192: 20 headers of 400 bytes are over it together, not one by one.
+  const many: Record<string, string> = {};
+  for (let i = 0; i < 20; i++) many[`x-h${i}`] = "v".repeat(400);
+  const over = await get("/a.txt", many);
+  assert.equal(over.status, 431);
+  assert.equal(over.headers.get("x-svc-errorcode"), "HTTP_HEADERS_TOO_LARGE");
+  await over.body?.cancel();
+  const under = await get("/a.txt", Object.fromEntries(Object.entries(many).slice(0, 15)));
+  assert.equal(under.status, 200);
+  await under.body?.cancel();
+  // One name sent 30 times (HTTP keeps every line): counted line by line.
+  const line = `X-Rep: ${"r".repeat(300)}\r\n`;
+  const rep = await raw(
+    srv,
+    "GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + line.repeat(30),
+  );
+  assert.equal(rep.status, 431);
+  const few = await raw(
+    srv,
+    "GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + line.repeat(5),
+  );
+  assert.equal(few.status, 200);
+});
+
+Deno.test("limits: the header size is read from this Deno's own header list (no sorted copy)", async () => {
+  // headerSize reads the request's list as Deno keeps it; were it not found (another Deno), the
+  // limit would still hold through Headers iteration, but each request would pay Deno's sorted
+  // copy (docs/performance.md). Served and constructed requests both give theirs.
+  const ac = new AbortController();
+  let seen: ReadonlyArray<readonly [string, string]> | undefined;
+  let counted = -1;
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", signal: ac.signal, onListen() {} },
+    (req) => {
+      seen = rawHeaderList(req);
+      counted = headerSize(req);
+      return new Response("ok");
+    },
+  );
+  const res = await fetch(`http://127.0.0.1:${server.addr.port}/`, {
+    headers: [["X-One", "a"], ["x-one", "bb"], ["cookie", "c=d"]],
+  });
+  await res.body?.cancel();
+  ac.abort();
+  await server.finished;
+  assert.ok(seen, "the served request's header list");
+  const names = seen.map(([k]) => k.toLowerCase());
+  assert.ok(names.includes("cookie") && names.includes("host"), names.join(","));
+  assert.equal(counted, seen.reduce((n, [k, v]) => n + k.length + v.length + 4, 0));
+  const built = new Request("http://x/", { headers: [["a", "1"], ["b", "22"]] });
+  assert.deepEqual(rawHeaderList(built)?.map(([k, v]) => `${k}=${v}`), ["a=1", "b=22"]);
+  assert.equal(headerSize(built), 1 + 1 + 4 + 1 + 2 + 4);
 });
 
 Deno.test("limits: bodies read as a stream (over 16 KiB, or chunked) → 408 when stalled; a large one is read whole", async () => {
