@@ -75,7 +75,12 @@ export function rawHeaderList(req: Request): ReadonlyArray<readonly [string, str
   }
   if (innerKey === null) return undefined;
   const inner = (req as unknown as Record<symbol, { headerList?: unknown } | undefined>)[innerKey];
-  const list = inner?.headerList;
+  let list: unknown;
+  try {
+    list = inner?.headerList;
+  } catch {
+    return undefined; // a served request's list is read from the connection: gone once answered
+  }
   if (!Array.isArray(list)) return undefined;
   const first = list[0];
   if (first !== undefined && !(Array.isArray(first) && typeof first[0] === "string")) {
