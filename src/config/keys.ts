@@ -326,7 +326,7 @@ const CONFIG_SCHEMA = z.object({
       100,
     ),
     max_header_size: int(
-      "Max total size of a request's header names and values in bytes (431 beyond).",
+      "Max total size of a request's header lines (name, value and 4 bytes each) in bytes (431 beyond).",
       16384,
     ),
     body_timeout: int(
