@@ -146,11 +146,14 @@ export class Lease {
 
 /** A request waiting for a free slot. */
 interface Waiter {
-  grant: (slot: Slot) => void;
+  /** Settles the waiter's {@link Database.acquire} with a lease (or its promise). */
+  grant: (lease: Lease | Promise<Lease>) => void;
   fail: (e: unknown) => void;
   /** `Date.now()` when it started waiting. */
   at: number;
   signal: AbortSignal | undefined;
+  /** The request's `X-Request-Id` (for its lease). */
+  requestId: string | undefined;
 }
 
 /** One connection place of the pool. */
@@ -320,9 +323,9 @@ export class Database {
    * `signal` aborts. Waiters are checked by one sweep of the pool every {@link WAIT_SWEEP_MS} (and
    * an aborted one is skipped when a slot comes free), not by a timer and a listener per request.
    */
-  #take(signal?: AbortSignal): Promise<Slot> {
+  #take(signal: AbortSignal | undefined, requestId: string | undefined): Promise<Lease> {
     return new Promise((grant, fail) => {
-      this.#waiters.push({ grant, fail, at: Date.now(), signal });
+      this.#waiters.push({ grant, fail, at: Date.now(), signal, requestId });
       if (this.#waitTimer === undefined) {
         this.#waitTimer = setInterval(() => this.#sweepWaiters(), WAIT_SWEEP_MS);
         Deno.unrefTimer(this.#waitTimer);
@@ -357,7 +360,8 @@ export class Database {
   /** Returns a slot to the longest waiter (an aborted one fails instead), or to the free list. */
   #give(slot: Slot): void {
     for (let next = this.#waiters.shift(); next; next = this.#waiters.shift()) {
-      if (!next.signal?.aborted) return next.grant(slot);
+      // A live connection is leased at once: the waiter resumes with its lease.
+      if (!next.signal?.aborted) return next.grant(this.#onSlot(slot, next.signal, next.requestId));
       next.fail(next.signal.reason);
     }
     this.#free.push(slot);
@@ -438,16 +442,35 @@ export class Database {
    * PG_POOL_EXHAUSTED), then, when the slot has no live connection, at most `pg.connect_timeout`
    * for a new one (503 PG_UNAVAILABLE).
    */
-  async acquire(signal?: AbortSignal, requestId?: string): Promise<Lease> {
+  acquire(signal?: AbortSignal, requestId?: string): Promise<Lease> {
     if (this.#closing) {
-      throw new PgConnectionError("CONNECTION_ENDED", "the pool is closing");
+      return Promise.reject(new PgConnectionError("CONNECTION_ENDED", "the pool is closing"));
     }
-    const slot = this.#free.pop() ?? await this.#take(signal);
+    const slot = this.#free.pop();
+    if (slot === undefined) return this.#take(signal, requestId);
+    const lease = this.#onSlot(slot, signal, requestId);
+    return lease instanceof Lease ? Promise.resolve(lease) : lease;
+  }
+
+  /**
+   * The lease of a slot just taken: at once when its connection is live (no promise: a waiter
+   * granted a slot resumes with its lease), else the promise of a new connection's.
+   */
+  #onSlot(slot: Slot, signal: AbortSignal | undefined, requestId?: string): Lease | Promise<Lease> {
     const live = slot.conn;
     if (live && !live.error) {
       if (!this.#expired(slot)) return this.#lease(slot, live, requestId);
       void live.close(); // past its lifetime while free: replaced below
     }
+    return this.#connectSlot(slot, signal, requestId);
+  }
+
+  /** Opens a new connection on `slot` (after the backoff) and leases it. */
+  async #connectSlot(
+    slot: Slot,
+    signal: AbortSignal | undefined,
+    requestId: string | undefined,
+  ): Promise<Lease> {
     slot.conn = null;
     try {
       const wait = slot.failedAt + backoffMs(slot.failures) - Date.now();

@@ -23,12 +23,37 @@ const ESTABLISHED = "01";
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
-interface Watched {
-  info: Deno.ServeHandlerInfo;
-  abort: () => void;
-  since: number;
+/** What a request's client going away aborts (the request's own gate, src/http/enter.ts). */
+export interface Abortable {
+  abort(reason: unknown): void;
+}
+
+/** A watched request's connection; {@link stop} stops watching it. */
+export interface Watching {
+  /** Stops watching (the request is over, or its streamed answer was sent). */
+  stop(): void;
+}
+
+/** A request's connection being watched: one object per request (no closures). */
+class Watched implements Watching {
   /** The connection's remote address as the socket table prints it (IPv4 and IPv6 forms). */
   keys?: string[];
+
+  constructor(
+    readonly set: Set<Watched>,
+    readonly info: Deno.ServeHandlerInfo,
+    readonly target: Abortable,
+    readonly since: number,
+  ) {}
+
+  stop(): void {
+    this.set.delete(this);
+  }
+
+  /** The client went away: aborts the request. */
+  abort(): void {
+    this.target.abort(new DOMException("the client went away", "AbortError"));
+  }
 }
 
 /** Responses whose body streams after the handler returned: watched until they are sent. */
@@ -81,19 +106,20 @@ export class ClientWatch {
   }
 
   /**
-   * Watches the connection of the request `info` belongs to; `abort` is called once if its client
-   * goes away. Returns the function that stops watching (undefined when nothing is watched).
+   * Watches the connection of the request `info` belongs to; `target` is aborted once if its
+   * client goes away (with an AbortError DOMException). Returns what stops watching (undefined
+   * when nothing is watched).
    */
-  watch(info: Deno.ServeHandlerInfo | undefined, abort: () => void): (() => void) | undefined {
+  watch(info: Deno.ServeHandlerInfo | undefined, target: Abortable): Watching | undefined {
     if (this.port === 0 || info === undefined || !ClientWatch.supported()) return undefined;
-    const w: Watched = { info, abort, since: performance.now() };
+    const w = new Watched(this.#watched, info, target, performance.now());
     this.#watched.add(w);
     if (this.#timer === undefined) {
       const timer = setInterval(() => void this.#tick(), TICK_MS);
       Deno.unrefTimer(timer);
       this.#timer = timer;
     }
-    return () => void this.#watched.delete(w);
+    return w;
   }
 
   /** Stops watching (shutdown). */

@@ -7,7 +7,7 @@
  */
 import type { Credential, RequestAuth } from "../auth/bearer.ts";
 import type { CancelHooks, RequestRole } from "../auth/roles.ts";
-import type { ClientWatch } from "./disconnect.ts";
+import type { ClientWatch, Watching } from "./disconnect.ts";
 import type { Gate } from "./enter.ts";
 
 /** A request's identity. */
@@ -17,7 +17,7 @@ export interface Identity {
   /** The Set-Cookie of a renewed or cleared session, or null. */
   setCookie: string | null;
   /** Stops watching the request's connection (undefined: not watched). */
-  unwatch: (() => void) | undefined;
+  unwatch: Watching | undefined;
   /** What the credential was (a Bearer token or the cookie), and a refused token's error. */
   credential: Credential;
 }
@@ -87,10 +87,7 @@ function identified(
       );
     }
   }
-  const unwatch = watch?.watch(
-    info,
-    () => ac.abort(new DOMException("the client went away", "AbortError")),
-  );
+  const unwatch = watch?.watch(info, ac);
   const role = session.role;
   // The request's statements hook their cancel on its own gate (no listener per statement batch).
   const cancels = own && gate.hook && gate.unhook ? gate as CancelHooks : undefined;

@@ -107,7 +107,7 @@ export function createApp(deps: AppDeps): App {
     // A Bearer request never gets the session cookie, whoever set it (src/auth/bearer.ts).
     if (id) res = auth.bearerAnswer(res, id.credential);
     // A streamed answer's statements run on: its connection stays watched until it is sent.
-    if (id?.unwatch && !isStreamed(res)) id.unwatch();
+    if (id?.unwatch && !isStreamed(res)) id.unwatch.stop();
     res = finish(res, t, record);
     res = decorate(cfg, req, path, res);
     if (method !== "HEAD") return res;
@@ -125,7 +125,7 @@ export function createApp(deps: AppDeps): App {
   ): Response => {
     const streamed = a.body instanceof ReadableStream;
     // A streamed answer's statements run on: its connection stays watched until it is sent.
-    if (id?.unwatch && !streamed) id.unwatch();
+    if (id?.unwatch && !streamed) id.unwatch.stop();
     const fields: Record<string, string> = { "content-type": a.contentType };
     finishFields(t, fields);
     decorateFields(cfg, req, t.path, a.contentType, fields);
