@@ -18,6 +18,9 @@ export interface Deadline {
 
 /** A deadline in force: one object per deadline (no closures). */
 class Entry implements Deadline {
+  /** Its place in {@link entries}; -1 once withdrawn or fired. */
+  i = -1;
+
   constructor(public at: number, readonly expire: () => void) {}
 
   extend(ms: number): void {
@@ -25,32 +28,53 @@ class Entry implements Deadline {
   }
 
   clear(): void {
-    entries.delete(this);
+    remove(this);
   }
 }
 
-const entries = new Set<Entry>();
+/**
+ * The deadlines in force, in no order. An array whose entries know their place (removal moves the
+ * last one there), not a Set: a Set's table is reallocated as it grows and shrinks, which a
+ * request's add and delete did every time the requests in flight crossed a size.
+ */
+const entries: Entry[] = [];
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
+function remove(e: Entry): void {
+  const i = e.i;
+  if (i < 0) return;
+  e.i = -1;
+  const last = entries.pop()!;
+  if (last !== e) {
+    entries[i] = last;
+    last.i = i;
+  }
+}
+
 function sweep(): void {
-  if (entries.size === 0) {
+  if (entries.length === 0) {
     clearInterval(sweeper);
     sweeper = undefined;
     return;
   }
   const now = performance.now();
-  for (const e of entries) {
-    if (e.at <= now) {
-      entries.delete(e);
-      e.expire();
-    }
+  let due: Entry[] | null = null;
+  for (let i = 0; i < entries.length; i++) {
+    if (entries[i].at <= now) (due ??= []).push(entries[i]);
+  }
+  if (due === null) return;
+  // Fired after the scan: an expiry may withdraw or extend another deadline, or add one.
+  for (const e of due) {
+    if (e.i < 0 || e.at > now) continue;
+    remove(e);
+    e.expire();
   }
 }
 
 /** Calls `expire` once, about `ms` from now, unless the deadline is cleared first. */
 export function deadline(ms: number, expire: () => void): Deadline {
   const e = new Entry(performance.now() + ms, expire);
-  entries.add(e);
+  e.i = entries.push(e) - 1;
   if (sweeper === undefined) {
     sweeper = setInterval(sweep, SWEEP_MS);
     Deno.unrefTimer(sweeper);
