@@ -28,6 +28,9 @@ export interface AppDeps extends DispatchDeps {
   clientWatch?: ClientWatch;
 }
 
+/** A request's {@link Call} (its role once identified) and its {@link Finished} figures. */
+type Traced = Omit<Call, "who"> & Finished & { who: Call["who"] | undefined };
+
 /** The HTTP application: the handler to give Deno.serve. */
 export interface App {
   fetch(req: Request, info?: Deno.ServeHandlerInfo): Promise<Response>;
@@ -58,12 +61,19 @@ export function createApp(deps: AppDeps): App {
     const t0 = performance.now();
     const rid = requestId(req.headers.get("x-request-id"));
     const method = req.method;
-    const call: Partial<Call> & { kind: Call["kind"]; setCookie: string | null } = {
+    // The dispatch's call and what the access line and metrics say of it (Finished), one object
+    // with every field from the start.
+    const call: Traced = {
       req,
       method,
       path,
       kind: pathKind(method, path),
       setCookie: null,
+      who: undefined,
+      anonymous: true,
+      t0,
+      requestId: rid,
+      role: undefined,
     };
     // Steps that need no waiting return their value, not a promise: not awaited then.
     const entered = enter(runtime, path);
@@ -89,15 +99,8 @@ export function createApp(deps: AppDeps): App {
     } finally {
       gate.leave();
     }
-    const t = {
-      t0,
-      requestId: rid,
-      kind: call.kind,
-      method,
-      path,
-      setCookie: call.setCookie,
-      role: id?.who.role,
-    };
+    call.role = id?.who.role;
+    const t: Finished = call;
     // A Bearer request's plain answer is a success carrying no session cookie: nothing for
     // bearerAnswer to change (src/auth/bearer.ts), so it is built at once with all its headers.
     if (answer instanceof PlainAnswer && (!id?.credential.bearer || answer.status < 400)) {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { readBodyText, requireJson } from "../request/body.ts";
+import { decodeUtf8, readBodyBytes, requireJson } from "../request/body.ts";
 import type { Body, QueryContext } from "../query/context.ts";
 import { runGet, runPost } from "../query/run.ts";
 import { StreamingAnswer } from "./answer_body.ts";
@@ -36,12 +36,13 @@ function jsonAnswer(body: Body): PlainAnswer {
 /** POST /svc. */
 export async function handlePost(ctx: SvcContext, req: Request): Promise<PlainAnswer> {
   requireJson(req);
-  const text = await readBodyText(
+  // The bytes decoded here (readBodyText's work without its own async step and promise).
+  const bytes = await readBodyBytes(
     req,
     ctx.cfg.http.max_body_size,
     ctx.cfg.http.body_timeout * 1000,
   );
-  return jsonAnswer(await runPost(withBodies(ctx), text));
+  return jsonAnswer(await runPost(withBodies(ctx), decodeUtf8(bytes)));
 }
 
 /** GET /svc: the same read from the query string. */
