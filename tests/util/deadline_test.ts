@@ -3,7 +3,7 @@
  * cleared one, and copes with expiries that withdraw, extend or add deadlines.
  */
 import assert from "node:assert/strict";
-import { deadline, SWEEP_MS } from "../../src/util/deadline.ts";
+import { type Deadline, deadline, SWEEP_MS } from "../../src/util/deadline.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 Deno.test("deadlines: each fires once, cleared ones never, whatever order they are withdrawn in", async () => {
@@ -26,16 +26,15 @@ Deno.test("deadlines: each fires once, cleared ones never, whatever order they a
 
 Deno.test("deadlines: an expiry may withdraw or extend another due one, or add one", async () => {
   const fired: string[] = [];
-  let b: ReturnType<typeof deadline> | undefined;
-  let c: ReturnType<typeof deadline> | undefined;
+  const others: { b?: Deadline; c?: Deadline } = {};
   const a = deadline(1, () => {
     fired.push("a");
-    b?.clear();
-    c?.extend(60_000);
+    others.b?.clear();
+    others.c?.extend(60_000);
     deadline(1, () => fired.push("d"));
   });
-  b = deadline(1, () => fired.push("b"));
-  c = deadline(1, () => fired.push("c"));
+  others.b = deadline(1, () => fired.push("b"));
+  const c = others.c = deadline(1, () => fired.push("c"));
   await waitFor(() => fired.includes("d"), { what: "the deadline added by an expiry to fire" });
   // b and c were due with a in the same sweep; whichever ran first, a's withdrawal and extension
   // hold for what had not fired yet, and nothing fires twice.
