@@ -245,7 +245,7 @@ export const EXPLICIT_MIN = 16 * 1024;
  * answer with an error status. `opts.maxRowBytes`: a larger row fails the read (a
  * PgRowTooLargeError) without being buffered.
  */
-export async function readJson(
+export function readJson(
   db: Database,
   who: RequestRole,
   sql: string,
@@ -254,26 +254,46 @@ export async function readJson(
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
   const seen = opts.seen ?? {};
-  let sink = new JsonArraySink(seen.bytes, opts.maxRowBytes);
-  if (opts.small || seen.fitted) {
-    try {
-      const stmt: Statement = opts.small
-        ? { sql, params, sink }
-        : { sql, params, sink, maxRows: batch };
-      const explicit = (seen.bytes ?? 0) >= EXPLICIT_MIN;
-      const results = await runAs(db, who, [stmt], explicit ? LARGE_READ : SMALL_READ);
-      // Results: the role switch's, then the read's (after begin's, when explicit).
-      if (!results[explicit ? PRELUDE : 1].suspended) {
-        seen.bytes = sink.size;
-        return sink.whole();
-      }
-    } finally {
+  if (!opts.small && !seen.fitted) {
+    return cursorRead(db, who, sql, params, batch, opts.maxRowBytes, seen, seen.bytes);
+  }
+  // Not an async function: the one-batch read's answer is made in a handler of runAs's promise,
+  // no suspended frame of its own kept alive across the round trip.
+  const sink = new JsonArraySink(seen.bytes, opts.maxRowBytes);
+  const stmt: Statement = opts.small
+    ? { sql, params, sink }
+    : { sql, params, sink, maxRows: batch };
+  const explicit = (seen.bytes ?? 0) >= EXPLICIT_MIN;
+  return runAs(db, who, [stmt], explicit ? LARGE_READ : SMALL_READ).then((results) => {
+    // Results: the role switch's, then the read's (after begin's, when explicit).
+    if (!results[explicit ? PRELUDE : 1].suspended) {
+      seen.bytes = sink.size;
+      const out = sink.whole();
       sink.release();
+      return out;
     }
+    sink.release();
     seen.fitted = false;
     seen.bytes = undefined;
-    sink = new JsonArraySink(0, opts.maxRowBytes);
-  }
+    return cursorRead(db, who, sql, params, batch, opts.maxRowBytes, seen, 0);
+  }, (e) => {
+    sink.release();
+    throw e;
+  });
+}
+
+/** A cursor read ({@link readJson}); `expected`: the answer's likely size in bytes. */
+async function cursorRead(
+  db: Database,
+  who: RequestRole,
+  sql: string,
+  params: unknown[],
+  batch: number,
+  maxRowBytes: number | undefined,
+  seen: ReadRecord,
+  expected: number | undefined,
+): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
+  const sink = new JsonArraySink(expected, maxRowBytes);
   try {
     return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {
       end: "open",
