@@ -34,6 +34,8 @@ import {
   WELLKNOWN_FILE,
 } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
+import { measureReadCost, type ReadCost } from "./lib/read_cost.ts";
+import { introspect } from "../src/db/introspect.ts";
 import {
   formatStatements,
   readStatements,
@@ -101,6 +103,8 @@ const PIPE_DURATION = Number(flags["pipeline-duration"]);
 const WARMUP = Number(flags.warmup);
 const CONNS = flags.connections.split(",").map(Number);
 const SCALE = Number(flags.scale);
+/** Interleaved rounds of the read-cost measure (bench/lib/read_cost.ts; ≈ 1 s each). */
+const READ_COST_ROUNDS = 11;
 const POOL = Number(flags.pool);
 const CASE_IDS = flags.cases.split(",");
 /** svc's `http.workers` for the main run, then the counts of the scaling runs. */
@@ -737,6 +741,27 @@ async function main(): Promise<Report> {
 
     // Scaling: every case again against svc with each other worker count (same data, same
     // pgbench figures), so 1 and 2 workers are compared within one run.
+    // What the reads' SQL costs PostgreSQL in CPU per execution, svc's beside the hand-written
+    // (bench/lib/read_cost.ts): the nested read's target; pg_stat_statements' wall time per call
+    // under load (each case's statement_cost) counts a backend waiting for a core.
+    let readCost: ReadCost[] | undefined;
+    const costIds = ["pk_read", "nested_read", "wellknown"].filter((id) => CASE_IDS.includes(id));
+    if (costIds.length) {
+      log(`read cost: PostgreSQL CPU per execution, ${READ_COST_ROUNDS} interleaved rounds`);
+      try {
+        readCost = await measureReadCost(uri, await introspect(uri), costIds, {
+          rounds: READ_COST_ROUNDS,
+          connections: 3,
+          statements: statStatements,
+        });
+        for (const c of readCost) {
+          log(`  ${c.case} ${c.statement}: ${c.cpu_us.toFixed(1)} µs, ×${c.ratio.toFixed(2)}`);
+        }
+      } catch (e) {
+        problems.push(`read cost: ${(e as Error).message.slice(0, 200)}`);
+      }
+    }
+
     const scaling: ScalingRow[] = [];
     for (const c of cases) {
       for (const r of c.runs) {
@@ -1144,6 +1169,7 @@ async function main(): Promise<Report> {
       wide_batch: wideBatch,
       metrics_cost: metricsCost,
       floor: floorReport,
+      read_cost: readCost,
       scaling: { workers: WORKERS, rows: scaling },
       peer: peerReport,
       problems,
