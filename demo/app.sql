@@ -65,8 +65,36 @@ begin
 end $$;
 comment on function app.me() is 'Who is logged in. route:: path: /me';
 
-revoke execute on function app.login(jsonb), app.logout(jsonb), app.me() from public;
-grant execute on function app.login(jsonb), app.logout(jsonb), app.me() to "~anonymous", app_user;
+-- GET /invoices → the session's invoices as a page rendered on the server (templates/invoices.eta,
+-- found through http.templates.path). The function selects every invoice: row-level security
+-- (below) returns the logged-in customer's only. Anonymous requests get the page without a query:
+-- their role may not read invoices at all.
+create function app.invoices_page(req jsonb, out resp jsonb, out content jsonb)
+language plpgsql stable as $$
+begin
+  resp := jsonb_build_object('template', 'invoices');
+  if req->'jwt' is null or req->'jwt' = 'null'::jsonb then
+    content := jsonb_build_object('email', null);
+    return;
+  end if;
+  select jsonb_build_object(
+    'email', req->'jwt'->>'email',
+    'customer_id', req->'jwt'->'customer_id',
+    'invoices', coalesce(jsonb_agg(jsonb_build_object(
+      'invoice_id', i.invoice_id, 'date', to_char(i.invoice_date, 'YYYY-MM-DD'),
+      'city', i.billing_city, 'country', i.billing_country, 'total', i.total)
+      order by i.invoice_date desc, i.invoice_id desc), '[]'::jsonb),
+    'sum', coalesce(sum(i.total), 0))
+  into content
+  from public.invoice i;
+end $$;
+comment on function app.invoices_page(jsonb) is 'The session''s invoices as a page.
+route:: path: /invoices, method: GET';
+
+revoke execute on function app.login(jsonb), app.logout(jsonb), app.me(),
+  app.invoices_page(jsonb) from public;
+grant execute on function app.login(jsonb), app.logout(jsonb), app.me(), app.invoices_page(jsonb)
+  to "~anonymous", app_user;
 -- (and to `customer`, created below with the row-level security)
 
 -- Row-level security: the role `customer` (what a demo login mints) reads the catalogue, and of the
@@ -78,7 +106,8 @@ do $$ begin
 end $$;
 grant customer to current_user;
 grant usage on schema app to customer;
-grant execute on function app.login(jsonb), app.logout(jsonb), app.me() to customer;
+grant execute on function app.login(jsonb), app.logout(jsonb), app.me(), app.invoices_page(jsonb)
+  to customer;
 grant usage on schema public to customer;
 grant select on artist, album, track, genre, media_type, playlist, playlist_track to customer;
 grant select on customer, invoice, invoice_line to customer;

@@ -1,8 +1,10 @@
 /**
  * The demo page (demo/static/, served as static files) in a real headless Chromium (Debian
  * `chromium` driven by playwright-core): log in through `POST /login`, see the user's invoices
- * read through `POST /svc`, reload and stay logged in (session cookie), log out. The page runs
- * under the server's CSP: any violation fails the test.
+ * read through `POST /svc`, reload and stay logged in (session cookie), follow the link to the same
+ * invoices rendered on the server (`GET /invoices`: a route of demo/app.sql and
+ * templates/invoices.eta), log out. The pages run under the server's CSP: any violation fails the
+ * test.
  *
  * The login flow needs the declared routes of demo/app.sql (the demo login contract): a missing
  * demo/app.sql or a broken login fails here; only a missing browser makes these tests ignored
@@ -19,7 +21,10 @@ const repo = new URL("../../", import.meta.url).pathname;
 async function setup(): Promise<TestServer> {
   const appSql = await Deno.readTextFile(`${repo}demo/app.sql`);
   const uri = await chinookDb("demo_browser", appSql);
-  return await startServer(uri, [`--http.static.path=${repo}demo/static`]);
+  return await startServer(uri, [
+    `--http.static.path=${repo}demo/static`,
+    `--http.templates.path=${repo}templates`,
+  ]);
 }
 // Nothing is started without a browser: the tests below are then ignored (or fail in CI).
 const srv = CHROMIUM.path ? await setup() : null;
@@ -115,12 +120,35 @@ browserTest({
       await page.waitForSelector("tr.invoice");
       assert.equal(await page.textContent("#who"), "luisg@embraer.com.br");
       assert.deepEqual(await ids(), expected.map((i) => String(i.invoice_id)));
+      // The same invoices rendered on the server: route app.invoices_page, templates/invoices.eta.
+      await page.click("#invoices-page");
+      await page.waitForSelector("tr[data-invoice]");
+      const rendered = await page.$$eval(
+        "tr[data-invoice]",
+        (trs) => trs.map((t) => Number(t.getAttribute("data-invoice"))),
+      );
+      assert.deepEqual(
+        rendered.sort((a, b) => a - b),
+        expected.map((i) => i.invoice_id).sort((a, b) => a - b),
+      );
+      assert.match(await page.textContent("main") ?? "", /luisg@embraer\.com\.br/);
+      // The stylesheet (demo/static/app.css) applied under the page's CSP.
+      assert.equal(
+        await page.$eval("html", (h) => getComputedStyle(h).fontFamily),
+        "system-ui, sans-serif",
+      );
+      await page.goto(base + "/");
+      await page.waitForSelector("tr.invoice");
       // Log out, and stay logged out after a reload.
       await page.click("#logout");
       await page.waitForSelector("#login", { state: "visible" });
       await page.reload();
       await page.waitForSelector("#login", { state: "visible" });
       assert.equal(await page.isVisible("#account"), false);
+      // Logged out, the rendered page shows no invoice.
+      await page.goto(base + "/invoices");
+      assert.match(await page.textContent("main") ?? "", /not logged in/);
+      assert.equal(await page.$$eval("tr[data-invoice]", (trs) => trs.length), 0);
       assert.deepEqual(problems, []);
     } finally {
       await browser.close();

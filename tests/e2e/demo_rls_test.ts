@@ -11,7 +11,7 @@ import { startServer } from "../helpers/server.ts";
 
 const repo = new URL("../../", import.meta.url).pathname;
 const uri = await chinookDb("demo_rls", await Deno.readTextFile(`${repo}demo/app.sql`));
-const srv = await startServer(uri);
+const srv = await startServer(uri, [`--http.templates.path=${repo}templates`]);
 
 /** Logs in through the demo's POST /login and returns the session cookie header. */
 async function login(email: string): Promise<HeadersInit> {
@@ -81,6 +81,29 @@ Deno.test("anonymous requests read the catalogue but no customer data", async ()
     assert.equal(r.status, 404, `${relation}: no privilege, unknown to the anonymous role`);
     assert.equal(body.code, "QUERY_UNKNOWN_RELATION", relation);
   }
+});
+
+Deno.test("the demo's /invoices page renders the session's invoices, none when anonymous", async () => {
+  const me = await login("luisg@embraer.com.br"); // customer 1
+  const r = await srv.get("/invoices", me);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get("content-type") ?? "", /^text\/html/);
+  // The template's page carries the response's CSP nonce policy.
+  assert.match(r.headers.get("content-security-policy") ?? "", /'nonce-[^']+'/);
+  const html = await r.text();
+  const shown = [...html.matchAll(/data-invoice="(\d+)"/g)].map((m) => Number(m[1]));
+  const own = (await psql(
+    "select string_agg(invoice_id::text, ',' order by invoice_id) from invoice where customer_id = 1",
+    "demo_rls",
+  )).match(/[\d,]+/)![0].split(",").map(Number);
+  assert.deepEqual(shown.sort((a, b) => a - b), own, "exactly customer 1's invoices");
+  assert.match(html, /luisg@embraer\.com\.br/);
+
+  const anon = await srv.get("/invoices");
+  assert.equal(anon.status, 200);
+  const page = await anon.text();
+  assert.match(page, /not logged in/);
+  assert.doesNotMatch(page, /data-invoice=/);
 });
 
 Deno.test("teardown", async () => {
