@@ -23,7 +23,6 @@
  */
 import { parseArgs } from "node:util";
 import { startCluster } from "../src/db/cluster.ts";
-import { introspect } from "../src/db/introspect.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { enableStatements } from "./lib/statements.ts";
 import { measureReadCost } from "./lib/read_cost.ts";
@@ -44,7 +43,7 @@ try {
   log(`loading Chinook ×${flags.scale}`);
   const { uri } = await loadScaledChinook(cluster, "bench", Number(flags.scale));
   await enableStatements(cluster, "bench");
-  const costs = await measureReadCost(uri, await introspect(uri), flags.cases.split(","), {
+  const costs = await measureReadCost(uri, flags.cases.split(","), {
     rounds: Number(flags.rounds),
     connections: Number(flags.connections),
     capBytes: 64 * 1024 * 1024,

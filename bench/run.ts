@@ -34,8 +34,7 @@ import {
   WELLKNOWN_FILE,
 } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
-import { measureReadCost, type ReadCost } from "./lib/read_cost.ts";
-import { introspect } from "../src/db/introspect.ts";
+import { measureReadCost } from "./lib/read_cost.ts";
 import {
   formatStatements,
   readStatements,
@@ -74,6 +73,7 @@ import {
   evaluateTargets,
   type FloorRow,
   type PeerRow,
+  type ReadCost,
   renderMarkdown,
   type Report,
   type RunRow,
@@ -749,7 +749,7 @@ async function main(): Promise<Report> {
     if (costIds.length) {
       log(`read cost: PostgreSQL CPU per execution, ${READ_COST_ROUNDS} interleaved rounds`);
       try {
-        readCost = await measureReadCost(uri, await introspect(uri), costIds, {
+        readCost = await measureReadCost(uri, costIds, {
           rounds: READ_COST_ROUNDS,
           connections: 3,
           statements: statStatements,

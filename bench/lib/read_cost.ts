@@ -16,12 +16,14 @@
  *
  * @module
  */
+import { introspect } from "../../src/db/introspect.ts";
 import type { Schema } from "../../src/db/schema.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import { capRowSize } from "../../src/compile/rowsize.ts";
 import { Client } from "../../src/pg/client.ts";
 import { CASES, WELLKNOWN_FILE } from "./cases.ts";
+import { median, type ReadCost } from "./report.ts";
 
 /** Executions per round and statement, by case (about the same time each). */
 export const READ_COST_EXECS: Record<string, number> = {
@@ -29,23 +31,6 @@ export const READ_COST_EXECS: Record<string, number> = {
   nested_read: 40,
   wellknown: 200,
 };
-
-/** One statement's cost: PostgreSQL's CPU per execution and pg_stat_statements' figures. */
-export interface ReadCost {
-  case: string;
-  /** `svc`, `svc, SQL cap` or `hand-written`. */
-  statement: string;
-  /** Median over the rounds of PostgreSQL's CPU µs per execution. */
-  cpu_us: number;
-  /** Median over the rounds of this statement's CPU ÷ the hand-written one's (same round). */
-  ratio: number;
-  /** Each round's CPU µs per execution. */
-  rounds_us: number[];
-  /** pg_stat_statements' mean execution and planning ms and plans per call (null: not loaded). */
-  exec_ms: number | null;
-  plan_ms: number | null;
-  plans_per_call: number | null;
-}
 
 /** How {@link measureReadCost} runs. */
 export interface ReadCostOptions {
@@ -58,11 +43,6 @@ export interface ReadCostOptions {
   log?: (s: string) => void;
 }
 
-const med = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const cpuNs = (pid: number) =>
   Number(Deno.readTextFileSync(`/proc/${pid}/schedstat`).split(" ")[0]);
 
@@ -75,17 +55,16 @@ interface Statement {
 }
 
 /**
- * Measures the read cases `ids` against database `uri` (Chinook, bench/lib/data.ts) described
- * by `schema`; `statements` tells whether pg_stat_statements is loaded in it (its figures are
- * reset here).
+ * Measures the read cases `ids` against database `uri` (Chinook, bench/lib/data.ts);
+ * `statements` tells whether pg_stat_statements is loaded in it (its figures are reset here).
  */
 export async function measureReadCost(
   uri: string,
-  schema: Schema,
   ids: readonly string[],
   opts: ReadCostOptions & { statements: boolean },
 ): Promise<ReadCost[]> {
   const out: ReadCost[] = [];
+  const schema = await introspect(uri);
   const admin = new Client(uri);
   try {
     for (const id of ids) out.push(...await measureCase(admin, uri, schema, id, opts));
@@ -172,8 +151,8 @@ async function measureCase(
       return {
         case: id,
         statement: s.name,
-        cpu_us: med(s.cpuUs),
-        ratio: med(s.cpuUs.map((u, i) => u / hand.cpuUs[i])),
+        cpu_us: median(s.cpuUs),
+        ratio: median(s.cpuUs.map((u, i) => u / hand.cpuUs[i])),
         rounds_us: s.cpuUs,
         exec_ms: st ? Number(st.mean_exec_time) : null,
         plan_ms: st ? Number(st.mean_plan_time) : null,

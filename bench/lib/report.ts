@@ -5,7 +5,6 @@
 import type { HttpResult, PgbenchResult } from "./load.ts";
 import type { CpuUse } from "./procs.ts";
 import type { StatementsPerRequest } from "./statements.ts";
-import type { ReadCost } from "./read_cost.ts";
 
 /** One concurrency level of one case. */
 export interface RunRow {
@@ -122,6 +121,23 @@ export interface FloorRow {
   /** Median of the per-round floor CPU per request ÷ svc CPU per request (1: as cheap). */
   cpu_ratio: number | null;
   rounds: { svc_rps: number[]; floor_rps: number[]; svc_cpu_us: number[]; floor_cpu_us: number[] };
+}
+
+/** One read statement's cost (bench/lib/read_cost.ts): PostgreSQL's CPU per execution and pg_stat_statements' figures. */
+export interface ReadCost {
+  case: string;
+  /** `svc`, `svc, SQL cap` or `hand-written`. */
+  statement: string;
+  /** Median over the rounds of PostgreSQL's CPU µs per execution. */
+  cpu_us: number;
+  /** Median over the rounds of this statement's CPU ÷ the hand-written one's (same round). */
+  ratio: number;
+  /** Each round's CPU µs per execution. */
+  rounds_us: number[];
+  /** pg_stat_statements' mean execution and planning ms and plans per call (null: not loaded). */
+  exec_ms: number | null;
+  plan_ms: number | null;
+  plans_per_call: number | null;
 }
 
 /** What a read case's statement costs PostgreSQL per call (pg_stat_statements), svc vs SQL. */
