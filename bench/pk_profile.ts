@@ -10,7 +10,8 @@
  * bytes per request, and writes the profiles (`--out`, default a temp directory) for a closer look
  * (`.cpuprofile` and `.heapprofile` open in Chrome's DevTools).
  *
- * Flags: `--connections=50`, `--duration=8` (s of sampled load), `--warmup=3` (s, not sampled),
+ * Flags: `--survivors` (the heap profile counts only objects that outlived a scavenge: what is
+ * promoted or kept, the allocations that make scavenges and mark-compacts dear), `--connections=50`, `--duration=8` (s of sampled load), `--warmup=3` (s, not sampled),
  * `--case=pk_read`, `--scale=1`, `--pool=10`, `--main=<another checkout's main.ts>`,
  * `--flag=<svc flag>` (repeatable; default `--http.workers=1`), `--top=30`, `--out=DIR`.
  *
@@ -38,6 +39,7 @@ const { values: flags } = parseArgs({
     flag: { type: "string", multiple: true, default: ["--http.workers=1"] },
     top: { type: "string", default: "30" },
     out: { type: "string" },
+    survivors: { type: "boolean", default: false },
   },
 });
 
@@ -127,7 +129,7 @@ try {
   await call("HeapProfiler.startSampling", {
     samplingInterval: 4096,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: !flags.survivors,
   });
   const w = await load(Number(flags.duration));
   const heap = (await call("HeapProfiler.stopSampling")).result!.profile as { head: HeapNode };
@@ -158,7 +160,9 @@ try {
   };
   walk(heap.head);
   console.log(
-    `\nallocations (sampled): ${(total / w.requests).toFixed(0)} bytes per request, by site:`,
+    `\n${flags.survivors ? "survivors of a scavenge" : "allocations"} (sampled): ${
+      (total / w.requests).toFixed(0)
+    } bytes per request, by site:`,
   );
   for (const [k, v] of [...sites].sort((a, b) => b[1] - a[1]).slice(0, top)) {
     console.log(`  ${(v / w.requests).toFixed(0).padStart(6)} B  ${k}`);

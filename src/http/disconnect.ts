@@ -38,21 +38,56 @@ export interface Watching {
 class Watched implements Watching {
   /** The connection's remote address as the socket table prints it (IPv4 and IPv6 forms). */
   keys?: string[];
+  /** Its place in its {@link WatchList}; -1 once it left. */
+  i = -1;
 
   constructor(
-    readonly set: Set<Watched>,
+    readonly list: WatchList,
     readonly info: Deno.ServeHandlerInfo,
     readonly target: Abortable,
     readonly since: number,
   ) {}
 
   stop(): void {
-    this.set.delete(this);
+    this.list.remove(this);
   }
 
   /** The client went away: aborts the request. */
   abort(): void {
     this.target.abort(new DOMException("the client went away", "AbortError"));
+  }
+}
+
+/**
+ * The requests watched, in no order: an array whose entries know their place (removal moves the
+ * last one there). Not a Set: a Set that entries enter and leave all the time replaces its hash
+ * table every few changes, and V8 links each replaced table to its successor and keeps the
+ * entries it held. Once a table is in the old generation (a mark-compact promotes the young
+ * one), that chain keeps every later table and the requests they held alive through scavenges:
+ * at 50 connections it promoted ≈ 300 KB per scavenge until the next mark-compact
+ * (docs/performance.md, "Garbage collection").
+ */
+class WatchList {
+  readonly items: Watched[] = [];
+
+  add(w: Watched): void {
+    w.i = this.items.push(w) - 1;
+  }
+
+  remove(w: Watched): void {
+    const i = w.i;
+    if (i < 0) return;
+    w.i = -1;
+    const last = this.items.pop()!;
+    if (last !== w) {
+      this.items[i] = last;
+      last.i = i;
+    }
+  }
+
+  clear(): void {
+    for (const w of this.items) w.i = -1;
+    this.items.length = 0;
   }
 }
 
@@ -79,7 +114,7 @@ export class ClientWatch {
   port = 0;
   /** The socket table of svc's listener: `tcp6` for an IPv6 one (IPv4 clients included). */
   #file = "/proc/net/tcp";
-  readonly #watched = new Set<Watched>();
+  readonly #watched = new WatchList();
   #timer: ReturnType<typeof setInterval> | undefined;
   #busy = false;
   /** Set once the socket table could not be read: then nothing is watched here. */
@@ -132,7 +167,7 @@ export class ClientWatch {
 
   async #tick(): Promise<void> {
     if (this.#busy) return;
-    if (this.#watched.size === 0) {
+    if (this.#watched.items.length === 0) {
       clearInterval(this.#timer);
       this.#timer = undefined;
       return;
@@ -141,20 +176,21 @@ export class ClientWatch {
     try {
       const now = performance.now();
       const due: Watched[] = [];
-      for (const w of this.#watched) {
+      // A copy: entries leave as they are looked at.
+      for (const w of this.#watched.items.slice()) {
         if (now - w.since < TICK_MS) continue;
         let addr: Deno.Addr;
         try {
           addr = w.info.remoteAddr;
         } catch {
           // The request is over (its streamed answer was sent, or it failed).
-          this.#watched.delete(w);
+          this.#watched.remove(w);
           continue;
         }
         // The form of the remote address that the listener's table holds.
         const v6 = this.#file.endsWith("6");
         w.keys ??= remoteKeys(addr).filter((k) => (k.length > 13) === v6);
-        if (w.keys.length === 0) this.#watched.delete(w);
+        if (w.keys.length === 0) this.#watched.remove(w);
         else due.push(w);
       }
       if (due.length === 0) return;
@@ -168,8 +204,8 @@ export class ClientWatch {
       }
       parseTable(text, `:${hex4(this.port)}`, table);
       for (const w of due) {
-        if (!this.#watched.has(w) || !gone(w.keys!, table)) continue;
-        this.#watched.delete(w);
+        if (w.i < 0 || !gone(w.keys!, table)) continue;
+        this.#watched.remove(w);
         w.abort();
       }
     } catch {

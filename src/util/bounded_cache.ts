@@ -29,24 +29,38 @@ export interface BoundedCacheOptions<K, V> {
   refresh?: Refresh;
 }
 
-interface Entry<V> {
+interface Entry<K, V> {
+  key: K;
   value: V;
   bytes: number;
   /** Insertion count when the entry last moved to the young end. */
   at: number;
+  /** Neighbours in age order (null at either end). */
+  older: Entry<K, V> | null;
+  younger: Entry<K, V> | null;
 }
 
-/** A map bounded by entries and estimated bytes that evicts its oldest entries. */
+/**
+ * A map bounded by entries and estimated bytes that evicts its oldest entries.
+ *
+ * The age order is a list through the entries, not the map's own order: a hit moves its entry
+ * by relinking it, and the map changes only when an entry enters or leaves. A map that is
+ * deleted from and added to on every hit replaces its hash table every few hits, and V8 links
+ * each replaced table to the next one; once a table is old (promoted by a mark-compact), that
+ * chain keeps every later one alive through scavenges (docs/performance.md, "Garbage
+ * collection").
+ */
 export class BoundedCache<K, V> {
-  readonly #map = new Map<K, Entry<V>>();
+  readonly #map = new Map<K, Entry<K, V>>();
   readonly #maxEntries: number;
   readonly #maxBytes: number;
   readonly #size: (key: K, value: V) => number;
   readonly #refresh: Refresh;
   #bytes = 0;
   #inserted = 0;
+  #oldest: Entry<K, V> | null = null;
+  #youngest: Entry<K, V> | null = null;
 
-  /** A cache with the given limits and policy. */
   constructor(opts: BoundedCacheOptions<K, V>) {
     this.#maxEntries = opts.maxEntries;
     this.#maxBytes = opts.maxBytes ?? Infinity;
@@ -60,11 +74,12 @@ export class BoundedCache<K, V> {
     if (hit === undefined) return undefined;
     const refresh = this.#refresh;
     if (
-      refresh === "always" ||
-      (refresh === "lazy" && this.#inserted - hit.at > this.#maxEntries / 2)
+      hit !== this.#youngest &&
+      (refresh === "always" ||
+        (refresh === "lazy" && this.#inserted - hit.at > this.#maxEntries / 2))
     ) {
-      this.#map.delete(key);
-      this.#map.set(key, hit);
+      this.#unlink(hit);
+      this.#append(hit);
       hit.at = this.#inserted;
     }
     return hit.value;
@@ -76,12 +91,21 @@ export class BoundedCache<K, V> {
     if (this.#maxEntries === 0 || bytes > this.#maxBytes) return;
     this.delete(key);
     while (
-      this.#map.size &&
+      this.#oldest !== null &&
       (this.#map.size >= this.#maxEntries || this.#bytes + bytes > this.#maxBytes)
     ) {
-      this.delete(this.#map.keys().next().value!);
+      this.delete(this.#oldest.key);
     }
-    this.#map.set(key, { value, bytes, at: ++this.#inserted });
+    const e: Entry<K, V> = {
+      key,
+      value,
+      bytes,
+      at: ++this.#inserted,
+      older: null,
+      younger: null,
+    };
+    this.#map.set(key, e);
+    this.#append(e);
     this.#bytes += bytes;
   }
 
@@ -90,13 +114,31 @@ export class BoundedCache<K, V> {
     const old = this.#map.get(key);
     if (old === undefined) return false;
     this.#map.delete(key);
+    this.#unlink(old);
     this.#bytes -= old.bytes;
     return true;
+  }
+
+  #append(e: Entry<K, V>): void {
+    e.older = this.#youngest;
+    e.younger = null;
+    if (this.#youngest) this.#youngest.younger = e;
+    else this.#oldest = e;
+    this.#youngest = e;
+  }
+
+  #unlink(e: Entry<K, V>): void {
+    if (e.older) e.older.younger = e.younger;
+    else this.#oldest = e.younger;
+    if (e.younger) e.younger.older = e.older;
+    else this.#youngest = e.older;
+    e.older = e.younger = null;
   }
 
   /** Forgets everything. */
   clear(): void {
     this.#map.clear();
+    this.#oldest = this.#youngest = null;
     this.#bytes = 0;
   }
 
