@@ -215,7 +215,20 @@ function machineInfo(wrkVersion: string | null): Record<string, string | number>
     kernel: Deno.osRelease(),
     deno: Deno.version.deno,
     load_generator: wrkVersion ?? "autocannon@8.0.0 (wrk unavailable)",
+    // With the kernel's session scheduling groups on, every PostgreSQL backend (each calls
+    // setsid) weighs as much as svc and the load generator together: the figures depend on it
+    // (docs/performance.md, "The scheduler's session groups").
+    sched_autogroup: autogroup(),
   };
+}
+
+/** `kernel.sched_autogroup_enabled` ("1": on), or "n/a" where the kernel has none. */
+function autogroup(): string {
+  try {
+    return Deno.readTextFileSync("/proc/sys/kernel/sched_autogroup_enabled").trim();
+  } catch {
+    return "n/a";
+  }
 }
 
 /** Runs the HTTP load generator against a URL with a body file. */

@@ -429,7 +429,8 @@ export function renderMarkdown(r: Report): string {
     `Generated ${r.generated_at} by \`deno task bench\` (bench/run.ts) in ${
       Math.round(r.duration_s)
     } s. ` +
-      "Everything runs on one machine over loopback: PostgreSQL, svc, the load generator, pgbench and PostGraphile share its cores.",
+      "Everything runs on one machine over loopback: PostgreSQL, svc, the load generator, pgbench and PostGraphile share its cores. " +
+      "`sched_autogroup` below is the kernel's `kernel.sched_autogroup_enabled`: when 1, every PostgreSQL backend is a scheduling group of its own, weighing as much as svc and the load generator together (docs/performance.md, \"The scheduler's session groups\").",
     "",
   );
   L.push("## Machine", "", "| | |", "|---|---|");
