@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { IndexedList } from "../util/indexed_list.ts";
 
 /** How often the connections of requests in flight are looked up, in milliseconds. */
 export const TICK_MS = 50;
@@ -38,11 +39,11 @@ export interface Watching {
 class Watched implements Watching {
   /** The connection's remote address as the socket table prints it (IPv4 and IPv6 forms). */
   keys?: string[];
-  /** Its place in its {@link WatchList}; -1 once it left. */
+  /** Its place in the watch's list; -1 once it left. */
   i = -1;
 
   constructor(
-    readonly list: WatchList,
+    readonly list: IndexedList<Watched>,
     readonly info: Deno.ServeHandlerInfo,
     readonly target: Abortable,
     readonly since: number,
@@ -55,39 +56,6 @@ class Watched implements Watching {
   /** The client went away: aborts the request. */
   abort(): void {
     this.target.abort(new DOMException("the client went away", "AbortError"));
-  }
-}
-
-/**
- * The requests watched, in no order: an array whose entries know their place (removal moves the
- * last one there). Not a Set: a Set that entries enter and leave all the time replaces its hash
- * table every few changes, and V8 links each replaced table to its successor and keeps the
- * entries it held. Once a table is in the old generation (a mark-compact promotes the young
- * one), that chain keeps every later table and the requests they held alive through scavenges:
- * at 50 connections it promoted ≈ 300 KB per scavenge until the next mark-compact
- * (docs/performance.md, "Garbage collection").
- */
-class WatchList {
-  readonly items: Watched[] = [];
-
-  add(w: Watched): void {
-    w.i = this.items.push(w) - 1;
-  }
-
-  remove(w: Watched): void {
-    const i = w.i;
-    if (i < 0) return;
-    w.i = -1;
-    const last = this.items.pop()!;
-    if (last !== w) {
-      this.items[i] = last;
-      last.i = i;
-    }
-  }
-
-  clear(): void {
-    for (const w of this.items) w.i = -1;
-    this.items.length = 0;
   }
 }
 
@@ -114,7 +82,8 @@ export class ClientWatch {
   port = 0;
   /** The socket table of svc's listener: `tcp6` for an IPv6 one (IPv4 clients included). */
   #file = "/proc/net/tcp";
-  readonly #watched = new WatchList();
+  /** The requests watched (src/util/indexed_list.ts: not a Set, which requests churn). */
+  readonly #watched = new IndexedList<Watched>();
   #timer: ReturnType<typeof setInterval> | undefined;
   #busy = false;
   /** Set once the socket table could not be read: then nothing is watched here. */

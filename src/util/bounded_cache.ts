@@ -44,11 +44,8 @@ interface Entry<K, V> {
  * A map bounded by entries and estimated bytes that evicts its oldest entries.
  *
  * The age order is a list through the entries, not the map's own order: a hit moves its entry
- * by relinking it, and the map changes only when an entry enters or leaves. A map that is
- * deleted from and added to on every hit replaces its hash table every few hits, and V8 links
- * each replaced table to the next one; once a table is old (promoted by a mark-compact), that
- * chain keeps every later one alive through scavenges (docs/performance.md, "Garbage
- * collection").
+ * by relinking it, and the map changes only when an entry enters or leaves (a map deleted from and
+ * added to on every hit keeps dead tables alive: src/util/indexed_list.ts says why).
  */
 export class BoundedCache<K, V> {
   readonly #map = new Map<K, Entry<K, V>>();
@@ -61,6 +58,7 @@ export class BoundedCache<K, V> {
   #oldest: Entry<K, V> | null = null;
   #youngest: Entry<K, V> | null = null;
 
+  /** A cache with the given limits and policy. */
   constructor(opts: BoundedCacheOptions<K, V>) {
     this.#maxEntries = opts.maxEntries;
     this.#maxBytes = opts.maxBytes ?? Infinity;

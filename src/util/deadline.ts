@@ -3,7 +3,10 @@
  * in force, instead of a timer (and usually a promise race) per request. Measured on a
  * primary-key read, per-request timers and races cost a few percent of svc's CPU. A deadline fires
  * between its time and one sweep later.
+ *
+ * @module
  */
+import { IndexedList } from "./indexed_list.ts";
 
 /** How often the shared timer looks at the deadlines in force, in milliseconds. */
 export const SWEEP_MS = 100;
@@ -28,45 +31,31 @@ class Entry implements Deadline {
   }
 
   clear(): void {
-    remove(this);
+    entries.remove(this);
   }
 }
 
-/**
- * The deadlines in force, in no order. An array whose entries know their place (removal moves the
- * last one there), not a Set: a Set's table is reallocated as it grows and shrinks, which a
- * request's add and delete did every time the requests in flight crossed a size.
- */
-const entries: Entry[] = [];
+/** The deadlines in force (src/util/indexed_list.ts: not a Set, which requests churn). */
+const entries = new IndexedList<Entry>();
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
-function remove(e: Entry): void {
-  const i = e.i;
-  if (i < 0) return;
-  e.i = -1;
-  const last = entries.pop()!;
-  if (last !== e) {
-    entries[i] = last;
-    last.i = i;
-  }
-}
-
 function sweep(): void {
-  if (entries.length === 0) {
+  const items = entries.items;
+  if (items.length === 0) {
     clearInterval(sweeper);
     sweeper = undefined;
     return;
   }
   const now = performance.now();
   let due: Entry[] | null = null;
-  for (let i = 0; i < entries.length; i++) {
-    if (entries[i].at <= now) (due ??= []).push(entries[i]);
+  for (let i = 0; i < items.length; i++) {
+    if (items[i].at <= now) (due ??= []).push(items[i]);
   }
   if (due === null) return;
   // Fired after the scan: an expiry may withdraw or extend another deadline, or add one.
   for (const e of due) {
     if (e.i < 0 || e.at > now) continue;
-    remove(e);
+    entries.remove(e);
     e.expire();
   }
 }
@@ -74,7 +63,7 @@ function sweep(): void {
 /** Calls `expire` once, about `ms` from now, unless the deadline is cleared first. */
 export function deadline(ms: number, expire: () => void): Deadline {
   const e = new Entry(performance.now() + ms, expire);
-  e.i = entries.push(e) - 1;
+  entries.add(e);
   if (sweeper === undefined) {
     sweeper = setInterval(sweep, SWEEP_MS);
     Deno.unrefTimer(sweeper);
