@@ -1,7 +1,8 @@
 /**
- * The floor of the primary-key read: the least a Deno HTTP service answering `pk_read` can do,
+ * The floor of a read: the least a Deno HTTP service answering `pk_read` or `nested_read` can do,
  * without a driver. `deno run -A bench/floor.ts --port=P --pg-port=Q --db=bench --pool=10
- * --sql='select … where t.track_id = $1' --role=… --claims=…`.
+ * --sql='select … where t.track_id = $1' --role=… --claims=…` (the case's `floorSql`,
+ * bench/lib/cases.ts).
  *
  * At start it opens `--pool` sockets to PostgreSQL (trust authentication) and prepares four
  * statements on each: begin, the role/claims switch (the same four set_config svc sends), the

@@ -24,8 +24,8 @@
  *   variants alike (tighter ratios; absolute figures then include the variants' contention).
  * - `--json=FILE`: also writes the rounds and the summary as JSON.
  * - `--case=pk_read`: another case of bench/lib/cases.ts (nested_read, nested_write, wellknown…).
- * - A variant named `floor` runs bench/floor.ts instead of svc (pk_read only): the driverless
- *   floor, e.g. `--variant=svc: --variant=floor:`.
+ * - A variant named `floor` runs bench/floor.ts instead of svc (cases with a `floorSql`:
+ *   pk_read, nested_read): the driverless floor, e.g. `--variant=svc: --variant=floor:`.
  * - A variant named `pgbench` runs the case's hand-written SQL with pgbench (`-M prepared`, inside
  *   the same begin / role switch / commit as `deno task bench`) instead of svc: its PostgreSQL
  *   CPU and statement times per transaction beside svc's (its own CPU is not counted).
@@ -43,7 +43,7 @@
  */
 import { parseArgs } from "node:util";
 import { startCluster } from "../src/db/cluster.ts";
-import { CASES, PK_FLOOR_SQL } from "./lib/cases.ts";
+import { CASES } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
 import { ab, ensureWrk, pgbench, pgbenchScript, which, wrk } from "./lib/load.ts";
 import { type Child, CpuMonitor, cpuMs, readMem, startFloor } from "./lib/procs.ts";
@@ -99,6 +99,9 @@ const med = (xs: number[]) => {
 
 const pk = CASES.find((c) => c.id === flags.case);
 if (!pk) throw new Error(`unknown case ${flags.case} (${CASES.map((c) => c.id).join(", ")})`);
+if (!pk.floorSql && variants.some((v) => v.name === "floor")) {
+  throw new Error(`case ${pk.id} has no floor (bench/lib/cases.ts floorSql)`);
+}
 if (!await ensureWrk(log)) throw new Error("wrk is required (apt-get install wrk)");
 const AB = flags.latency === "ab";
 if (!AB && flags.latency !== "wrk") throw new Error("--latency is wrk or ab");
@@ -172,7 +175,7 @@ try {
         pgPort: cluster.port,
         database: "bench",
         poolSize: Number(flags.pool),
-        sql: PK_FLOOR_SQL,
+        sql: pk.floorSql!,
         role: "~anonymous",
         claims: "null",
         logFile: `${tmp}/floor.log`,

@@ -30,7 +30,6 @@ import {
   graphqlToSvcShape,
   jsonDiff,
   NESTED_READ_GRAPHQL,
-  PK_FLOOR_SQL,
   WELLKNOWN_FILE,
 } from "./lib/cases.ts";
 import { loadScaledChinook } from "./lib/data.ts";
@@ -71,6 +70,7 @@ import {
   type BigProbe,
   type CaseResult,
   evaluateTargets,
+  type FloorCase,
   type FloorRow,
   type PeerRow,
   type ReadCost,
@@ -928,23 +928,21 @@ async function main(): Promise<Report> {
       }
     }
 
-    // The floor (bench/floor.ts): the primary-key read answered by Deno.serve and raw PostgreSQL
-    // sockets, no driver (statements prepared at connect, one write per request, the row's JSON
-    // bytes copied into the response). Compared with a fresh one-worker svc in alternating rounds
-    // at each concurrency: req/s and svc CPU per request, svc ÷ floor.
-    let floorReport: Report["floor"];
-    if (pk) {
-      const ROUNDS = 5;
-      const d = Math.max(3, Math.round(DURATION / 2));
-      log(`floor: pk_read, bench/floor.ts vs a one-worker svc, ${ROUNDS} rounds × ${d} s`);
+    // The floor (bench/floor.ts): each read with a `floorSql` (the primary-key read, the nested
+    // read) answered by Deno.serve and raw PostgreSQL sockets, no driver (statements prepared at
+    // connect, one write per request, the rows' JSON bytes copied into the response). Compared
+    // with a fresh one-worker svc in alternating rounds at each concurrency: req/s and process CPU
+    // per request, svc ÷ floor.
+    /** One read against the floor: alternating rounds at each concurrency. */
+    const floorCase = async (fc: Case, ROUNDS: number, d: number): Promise<FloorCase> => {
       const floor = await startFloor({
-        pgPort: cluster.port,
+        pgPort: cluster!.port,
         database: "bench",
         poolSize: POOL,
-        sql: PK_FLOOR_SQL,
+        sql: fc.floorSql!,
         role: ROLE,
         claims: CLAIMS,
-        logFile: `${RUN_DIR}/floor.log`,
+        logFile: `${RUN_DIR}/floor-${fc.id}.log`,
       });
       const one = await startSvc({
         pgUri: uri,
@@ -952,16 +950,16 @@ async function main(): Promise<Report> {
         poolSize: POOL,
         wellknownDir,
         secretsDir,
-        logFile: `${RUN_DIR}/svc-floor-compare.log`,
+        logFile: `${RUN_DIR}/svc-floor-${fc.id}.log`,
         flags: ["--http.workers=1"],
       });
       try {
-        const bodyFile = `${RUN_DIR}/pk_read.json`;
-        const bodyText = JSON.stringify(pk.body);
+        const bodyFile = `${RUN_DIR}/${fc.id}.json`;
+        const bodyText = JSON.stringify(fc.body);
         const fa = await post(`${floor.url}/svc`, bodyText);
         const sa = await post(`${one.url}/svc`, bodyText);
         const diff = jsonDiff(fa.json, sa.json);
-        if (diff !== null) problems.push(`floor: its answer differs from svc's: ${diff}`);
+        if (diff !== null) problems.push(`floor ${fc.id}: its answer differs from svc's: ${diff}`);
         const x = {
           floor: { url: `${floor.url}/svc`, pid: floor.pid },
           svc: { url: `${one.url}/svc`, pid: one.pid },
@@ -1020,11 +1018,23 @@ async function main(): Promise<Report> {
               }, CPU efficiency ${row.cpu_ratio?.toFixed(2)}`,
           );
         }
-        floorReport = { rounds: ROUNDS, duration_s: d, verified: diff === null, rows };
+        return { id: fc.id, verified: diff === null, rows };
       } finally {
         await one.stop();
         await floor.stop();
       }
+    };
+    let floorReport: Report["floor"];
+    const floorCases = selected.filter((c) => c.floorSql !== undefined);
+    if (floorCases.length > 0) {
+      const ROUNDS = 5;
+      const d = Math.max(3, Math.round(DURATION / 2));
+      const done: FloorCase[] = [];
+      for (const fc of floorCases) {
+        log(`floor: ${fc.id}, bench/floor.ts vs a one-worker svc, ${ROUNDS} rounds × ${d} s`);
+        done.push(await floorCase(fc, ROUNDS, d));
+      }
+      floorReport = { rounds: ROUNDS, duration_s: d, cases: done };
     }
 
     let peerReport: Report["peer"] = null;

@@ -34,6 +34,11 @@ export interface Case {
   normalize?: (answer: unknown) => unknown;
   /** Extract the answer from svc's response body (default: the body itself). */
   fromResponse?: (body: unknown) => unknown;
+  /**
+   * The SQL as the driverless floor (bench/floor.ts) runs it: the request's `where[2]` bound as
+   * `$1`, the way svc binds it (so planned per call as svc's is). Cases without one have no floor.
+   */
+  floorSql?: string;
 }
 
 const PK_TRACK = 1234;
@@ -44,6 +49,15 @@ const TRACK_ROW = "row_to_json(t)";
 
 /** The primary-key read as the floor (bench/floor.ts) runs it: the key is `$1`. */
 export const PK_FLOOR_SQL = `select ${TRACK_ROW} as j from track t where t.track_id = $1`;
+
+/** The nested read's hand-written SQL, the bound of `artist_id` as `$1` (20 in the case). */
+const NESTED_READ_SQL =
+  "select json_build_object('artist_id', ar.artist_id, 'name', ar.name, 'albums', " +
+  "coalesce((select json_agg(json_build_object('album_id', al.album_id, 'title', al.title, " +
+  "'artist_id', al.artist_id, 'tracks', coalesce((select json_agg(t order by t.track_id) " +
+  "from track t where t.album_id = al.album_id), '[]')) order by al.album_id) " +
+  "from album al where al.artist_id = ar.artist_id), '[]')) as j " +
+  "from artist ar where ar.artist_id <= $1 order by ar.artist_id";
 
 /** The 20 artists → albums → tracks read (also run against PostGraphile). */
 export const NESTED_READ_BODY = {
@@ -120,17 +134,14 @@ export const CASES: Case[] = [
     title: "single row by primary key",
     body: { relation: "track", where: ["=", "track_id", PK_TRACK] },
     sql: `select ${TRACK_ROW} as j from track t where t.track_id = ${PK_TRACK}`,
+    floorSql: PK_FLOOR_SQL,
   },
   {
     id: "nested_read",
     title: "3-level nested read (20 artists → albums → tracks)",
     body: NESTED_READ_BODY,
-    sql: "select json_build_object('artist_id', ar.artist_id, 'name', ar.name, 'albums', " +
-      "coalesce((select json_agg(json_build_object('album_id', al.album_id, 'title', al.title, " +
-      "'artist_id', al.artist_id, 'tracks', coalesce((select json_agg(t order by t.track_id) " +
-      "from track t where t.album_id = al.album_id), '[]')) order by al.album_id) " +
-      "from album al where al.artist_id = ar.artist_id), '[]')) as j " +
-      "from artist ar where ar.artist_id <= 20 order by ar.artist_id",
+    sql: NESTED_READ_SQL.replace("$1", "20"),
+    floorSql: NESTED_READ_SQL,
   },
   {
     id: "nested_write",

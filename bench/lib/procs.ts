@@ -272,7 +272,7 @@ export interface FloorOptions {
   pgPort: number;
   database: string;
   poolSize: number;
-  /** The primary-key read with the key as `$1`. */
+  /** The read's SQL with the request's `where[2]` as `$1` (bench/lib/cases.ts `floorSql`). */
   sql: string;
   role: string;
   claims: string;
@@ -287,7 +287,7 @@ export interface FloorOptions {
 
 /**
  * Starts the floor (bench/floor.ts: Deno.serve and raw PostgreSQL sockets, no driver) and waits
- * until it answers a primary-key read.
+ * until it answers.
  */
 export async function startFloor(o: FloorOptions): Promise<Child> {
   const port = freePort();

@@ -106,8 +106,8 @@ export interface ScalingRow {
 }
 
 /**
- * The primary-key read against the floor (bench/floor.ts) at one concurrency: medians over the
- * alternating rounds of a one-worker svc and the floor.
+ * A read against the floor (bench/floor.ts) at one concurrency: medians over the alternating
+ * rounds of a one-worker svc and the floor.
  */
 export interface FloorRow {
   connections: number;
@@ -121,6 +121,13 @@ export interface FloorRow {
   /** Median of the per-round floor CPU per request ÷ svc CPU per request (1: as cheap). */
   cpu_ratio: number | null;
   rounds: { svc_rps: number[]; floor_rps: number[]; svc_cpu_us: number[]; floor_cpu_us: number[] };
+}
+
+/** One read case against the floor: whether both answered the same, and a row per concurrency. */
+export interface FloorCase {
+  id: string;
+  verified: boolean;
+  rows: FloorRow[];
 }
 
 /** One read statement's cost (bench/lib/read_cost.ts): PostgreSQL's CPU per execution and pg_stat_statements' figures. */
@@ -181,8 +188,8 @@ export interface Report {
     cost_pct_q1: number;
     cost_pct_q3: number;
   };
-  /** The primary-key read against the driverless floor (bench/floor.ts), one svc worker. */
-  floor?: { rounds: number; duration_s: number; verified: boolean; rows: FloorRow[] };
+  /** The reads against the driverless floor (bench/floor.ts), one svc worker. */
+  floor?: { rounds: number; duration_s: number; cases: FloorCase[] };
   /**
    * What the reads' SQL costs PostgreSQL in CPU per execution, svc's beside the hand-written
    * (bench/lib/read_cost.ts), measured after the cases on the idle cluster.
@@ -253,7 +260,8 @@ export function evaluateTargets(r: Omit<Report, "targets">): Target[] {
     results: peerResults,
     met: overall(peerResults),
   });
-  const floorResults = (r.floor?.rows ?? []).map((f) => ({
+  const pkFloor = r.floor?.cases.find((c) => c.id === "pk_read");
+  const floorResults = (pkFloor?.rows ?? []).map((f) => ({
     connections: f.connections,
     value: f.rps_ratio,
     met: f.rps_ratio === null ? null : f.rps_ratio >= 0.95,
@@ -586,26 +594,34 @@ export function renderMarkdown(r: Report): string {
   }
 
   if (r.floor) {
-    L.push("## Floor: the primary-key read without svc", "");
+    L.push("## Floor: the reads without svc", "");
+    const same = r.floor.cases.map((c) => `${c.id} ${c.verified ? "yes" : "**no**"}`).join(", ");
     L.push(
       "bench/floor.ts answers the same request with Deno.serve and raw PostgreSQL sockets, no " +
         "driver: JSON.parse of the body, the same begin / role switch / query / commit prepared at " +
-        "connect and sent in one write, the row's JSON bytes copied into the response — nothing " +
-        "else (no validation, compilation, sessions, metrics or error mapping). Against a fresh " +
-        `one-worker svc, ${r.floor.rounds} alternating rounds × ${r.floor.duration_s} s per ` +
-        `concurrency; medians. Same answer: ${r.floor.verified ? "yes" : "**no**"}. CPU = the ` +
-        "process's CPU time per request; **CPU efficiency** = floor ÷ svc (1: as cheap as the " +
-        "floor). The machine is shared: figures move between runs.",
+        "connect and sent in one write (the request's bound as `$1`, as svc binds it), the rows' " +
+        "JSON bytes copied into the response — nothing else (no validation, compilation, " +
+        "sessions, metrics or error mapping). Against a fresh one-worker svc, " +
+        `${r.floor.rounds} alternating rounds × ${r.floor.duration_s} s per case and ` +
+        `concurrency; medians. Same answer: ${same}. CPU = the process's CPU time per request; ` +
+        "**CPU efficiency** = floor ÷ svc (1: as cheap as the floor); **floor ÷ pgbench** = the " +
+        "floor's req/s ÷ pgbench's tps of the results above (what a Deno service doing nothing " +
+        "more reaches on the machine). The machine is shared: figures move between runs.",
       "",
-      "| conns | svc req/s | floor req/s | svc ÷ floor (req/s) | svc µs CPU/req | floor µs CPU/req | CPU efficiency |",
-      "|---:|---:|---:|---:|---:|---:|---:|",
+      "| case | conns | svc req/s | floor req/s | svc ÷ floor (req/s) | svc µs CPU/req | floor µs CPU/req | CPU efficiency | floor ÷ pgbench |",
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     );
-    for (const f of r.floor.rows) {
-      L.push(
-        `| ${f.connections} | ${rate(f.svc_rps)} | ${rate(f.floor_rps)} | ${f2(f.rps_ratio)} | ${
-          f0(f.svc_cpu_us)
-        } | ${f0(f.floor_cpu_us)} | ${f2(f.cpu_ratio)} |`,
-      );
+    for (const c of r.floor.cases) {
+      const main = r.cases.find((x) => x.id === c.id);
+      for (const f of c.rows) {
+        const tps = main?.runs.find((x) => x.connections === f.connections)?.pgbench?.tps;
+        const vsPg = f.floor_rps !== null && tps ? f.floor_rps / tps : null;
+        L.push(
+          `| ${c.id} | ${f.connections} | ${rate(f.svc_rps)} | ${rate(f.floor_rps)} | ${
+            f2(f.rps_ratio)
+          } | ${f0(f.svc_cpu_us)} | ${f0(f.floor_cpu_us)} | ${f2(f.cpu_ratio)} | ${f2(vsPg)} |`,
+        );
+      }
     }
     L.push("");
   }
