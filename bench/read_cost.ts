@@ -10,6 +10,8 @@
  * - `svc, SQL cap`: the same read under the row-size cap of src/compile/rowsize.ts at the default
  *   64 MiB — what every plain read sent before the client checked the cap, and what a read calling
  *   a VOLATILE function and a write's read-back still send;
+ * - `hand-written, bound as $1` (cases with a `floorSql`: the primary-key and nested reads): the
+ *   case's SQL with its key or bound as `$1`, bound as svc binds it, so planned per call as svc's;
  * - `hand-written`: the case's SQL (literals, so one plan for all executions).
  *
  * It measures each backend's CPU time per execution and reads `pg_stat_statements` as
@@ -52,12 +54,12 @@ try {
   });
   const num = (x: number | null, d: number) => (x === null ? "?" : x.toFixed(d));
   console.log([
-    "| case | statement | PostgreSQL CPU µs per execution | ÷ hand-written | exec ms | plan ms | plans per call |",
-    "|---|---|---:|---:|---:|---:|---:|",
+    "| case | statement | PostgreSQL CPU µs per execution | ÷ hand-written | ÷ bound | exec ms | plan ms | plans per call |",
+    "|---|---|---:|---:|---:|---:|---:|---:|",
     ...costs.map((c) =>
       `| ${c.case} | ${c.statement} | ${c.cpu_us.toFixed(1)} | ${c.ratio.toFixed(2)} | ${
-        num(c.exec_ms, 3)
-      } | ${num(c.plan_ms, 3)} | ${num(c.plans_per_call, 2)} |`
+        num(c.ratio_bound, 2)
+      } | ${num(c.exec_ms, 3)} | ${num(c.plan_ms, 3)} | ${num(c.plans_per_call, 2)} |`
     ),
   ].join("\n"));
 } finally {

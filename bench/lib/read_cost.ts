@@ -43,6 +43,9 @@ export interface ReadCostOptions {
   log?: (s: string) => void;
 }
 
+/** The statement name of the hand-written SQL with its bound as `$1` (cases with a `floorSql`). */
+export const BOUND = "hand-written, bound as $1";
+
 const cpuNs = (pid: number) =>
   Number(Deno.readTextFileSync(`/proc/${pid}/schedstat`).split(" ")[0]);
 
@@ -96,6 +99,10 @@ async function measureCase(
     const capped = capRowSize(rows, opts.capBytes);
     specs.push(["svc, SQL cap", capped.sql, capped.params]);
   }
+  // The hand-written SQL with its bound as `$1`, as svc binds it (and the floor): planned per call
+  // as svc's statement is, where the hand-written one with literals is planned once.
+  const bound = c.floorSql ? (c.body as { where: unknown[] }).where[2] : undefined;
+  if (c.floorSql) specs.push([BOUND, c.floorSql, [bound]]);
   specs.push(["hand-written", c.sql, []]);
   const stmts: Statement[] = [];
   try {
@@ -144,6 +151,7 @@ async function measureCase(
       )
       : [];
     const hand = stmts[stmts.length - 1];
+    const handBound = stmts.find((s) => s.name === BOUND);
     return stmts.map((s) => {
       const tag = s.sql.slice(s.sql.lastIndexOf(" /*read_cost:"));
       const st = stats.find((x) => String(x.query).endsWith(tag));
@@ -153,6 +161,7 @@ async function measureCase(
         statement: s.name,
         cpu_us: median(s.cpuUs),
         ratio: median(s.cpuUs.map((u, i) => u / hand.cpuUs[i])),
+        ratio_bound: handBound ? median(s.cpuUs.map((u, i) => u / handBound.cpuUs[i])) : null,
         rounds_us: s.cpuUs,
         exec_ms: st ? Number(st.mean_exec_time) : null,
         plan_ms: st ? Number(st.mean_plan_time) : null,

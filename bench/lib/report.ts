@@ -133,12 +133,17 @@ export interface FloorCase {
 /** One read statement's cost (bench/lib/read_cost.ts): PostgreSQL's CPU per execution and pg_stat_statements' figures. */
 export interface ReadCost {
   case: string;
-  /** `svc`, `svc, SQL cap` or `hand-written`. */
+  /** `svc`, `svc, SQL cap`, `hand-written, bound as $1` or `hand-written`. */
   statement: string;
   /** Median over the rounds of PostgreSQL's CPU µs per execution. */
   cpu_us: number;
   /** Median over the rounds of this statement's CPU ÷ the hand-written one's (same round). */
   ratio: number;
+  /**
+   * The same ÷ the hand-written SQL with its bound as `$1` (planned per call, as svc's statement
+   * is); null for a case without one.
+   */
+  ratio_bound: number | null;
   /** Each round's CPU µs per execution. */
   rounds_us: number[];
   /** pg_stat_statements' mean execution and planning ms and plans per call (null: not loaded). */
@@ -552,17 +557,20 @@ export function renderMarkdown(r: Report): string {
         "plan per call; the hand-written one with literals, planned once), executions " +
         "interleaved five at a time, each backend's CPU time from /proc/<pid>/schedstat; " +
         "medians over the rounds. Ratio = this statement ÷ the hand-written one in the same " +
-        "round; exec and plan ms from pg_stat_statements over the same executions.",
+        "round; **÷ bound** = this statement ÷ the hand-written SQL with its bound as `$1` bound " +
+        "as svc binds it (planned per call as svc's is: the cost of svc's SQL itself, without " +
+        "the planning the literals save); exec and plan ms from pg_stat_statements over the same " +
+        "executions.",
       "",
-      "| case | statement | PostgreSQL CPU µs per execution | ratio | exec ms | plan ms | plans per call |",
-      "|---|---|---:|---:|---:|---:|---:|",
+      "| case | statement | PostgreSQL CPU µs per execution | ratio | ÷ bound | exec ms | plan ms | plans per call |",
+      "|---|---|---:|---:|---:|---:|---:|---:|",
     );
     const n = (v: number | null, d: number) => (v === null ? "–" : v.toFixed(d));
     for (const c of r.read_cost) {
       L.push(
         `| ${c.case} | ${c.statement} | ${c.cpu_us.toFixed(1)} | ${f2(c.ratio)} | ${
-          n(c.exec_ms, 3)
-        } | ${n(c.plan_ms, 3)} | ${n(c.plans_per_call, 2)} |`,
+          f2(c.ratio_bound ?? null)
+        } | ${n(c.exec_ms, 3)} | ${n(c.plan_ms, 3)} | ${n(c.plans_per_call, 2)} |`,
       );
     }
     L.push("");
