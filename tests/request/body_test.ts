@@ -1,5 +1,5 @@
 /**
- * Strict UTF-8 decoding of request bodies: the ASCII fast path and the TextDecoder path give the
+ * Strict UTF-8 decoding of request bodies: the ASCII fast path and the TextDecoder paths give the
  * same text, and invalid bytes are 400 QUERY_INVALID on both sides of the fast path's size limit.
  */
 import assert from "node:assert/strict";
@@ -39,5 +39,17 @@ Deno.test("decodeUtf8: invalid UTF-8 is 400 QUERY_INVALID, short or long", () =>
         (e) => e instanceof SvcError && e.code === "QUERY_INVALID" && e.status === 400,
       );
     }
+  }
+});
+
+Deno.test("decodeUtf8: a real U+FFFD is text; beside invalid bytes it is still refused", () => {
+  for (const n of [0, ASCII_MAX, 2048]) {
+    const text = "a".repeat(n) + "\uFFFD" + "b";
+    assert.equal(decodeUtf8(enc.encode(text)), text);
+    const bytes = new Uint8Array([...enc.encode(text), 0xff]);
+    assert.throws(
+      () => decodeUtf8(bytes),
+      (e) => e instanceof SvcError && e.code === "QUERY_INVALID" && e.status === 400,
+    );
   }
 });
