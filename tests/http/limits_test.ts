@@ -248,8 +248,22 @@ Deno.test("405 on /svc carries Allow; invalid UTF-8 is 400 QUERY_INVALID", async
     assert.equal(bad.status, 400);
     assert.equal(bad.headers.get("x-svc-errorcode"), "QUERY_INVALID");
     assert.match((await bad.json()).message, /UTF-8/);
+    // Longer bodies take the lenient decoder first (src/request/body.ts): invalid bytes there are
+    // refused alike, and a real U+FFFD in valid text is a value like any other.
+    const pad = " ".repeat(200);
+    const long = new Uint8Array([...bytes.subarray(0, bytes.length - 4), ...enc(`"]]${pad}}`)]);
+    const badLong = await fetch(`${s.url}/svc`, { method: "POST", headers: json, body: long });
+    assert.equal(badLong.status, 400);
+    assert.equal(badLong.headers.get("x-svc-errorcode"), "QUERY_INVALID");
+    await badLong.body?.cancel();
+    const real = `{"relation":"genre","where":["=","name",["\uFFFD no such genre"]]}${pad}`;
+    const ok = await fetch(`${s.url}/svc`, { method: "POST", headers: json, body: enc(real) });
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await ok.json(), []);
   });
 });
+
+const enc = (s: string) => new TextEncoder().encode(s);
 
 Deno.test("clients that disconnect mid-request never leak pooled connections", async () => {
   await withServer(["--pg.pool_size=2", "--pg.pool_timeout=2"], async (s) => {
