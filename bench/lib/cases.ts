@@ -47,6 +47,14 @@ const WK_ALBUM = 141;
 /** The track columns in table order, as `row_to_json` emits them. */
 const TRACK_ROW = "row_to_json(t)";
 
+/**
+ * The value a case's `floorSql` binds as `$1`: the request's `where[2]`, where bench/floor.ts reads
+ * it from each request's body.
+ */
+export function floorKey(c: Pick<Case, "body">): unknown {
+  return (c.body as { where: unknown[] }).where[2];
+}
+
 /** The primary-key read as the floor (bench/floor.ts) runs it: the key is `$1`. */
 export const PK_FLOOR_SQL = `select ${TRACK_ROW} as j from track t where t.track_id = $1`;
 
@@ -140,7 +148,7 @@ export const CASES: Case[] = [
     id: "nested_read",
     title: "3-level nested read (20 artists → albums → tracks)",
     body: NESTED_READ_BODY,
-    sql: NESTED_READ_SQL.replace("$1", "20"),
+    sql: NESTED_READ_SQL.replace("$1", String(floorKey({ body: NESTED_READ_BODY }))),
     floorSql: NESTED_READ_SQL,
   },
   {

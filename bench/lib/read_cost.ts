@@ -22,7 +22,7 @@ import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import { capRowSize } from "../../src/compile/rowsize.ts";
 import { Client } from "../../src/pg/client.ts";
-import { CASES, WELLKNOWN_FILE } from "./cases.ts";
+import { CASES, floorKey, WELLKNOWN_FILE } from "./cases.ts";
 import { median, type ReadCost } from "./report.ts";
 
 /** Executions per round and statement, by case (about the same time each). */
@@ -101,8 +101,7 @@ async function measureCase(
   }
   // The hand-written SQL with its bound as `$1`, as svc binds it (and the floor): planned per call
   // as svc's statement is, where the hand-written one with literals is planned once.
-  const bound = c.floorSql ? (c.body as { where: unknown[] }).where[2] : undefined;
-  if (c.floorSql) specs.push([BOUND, c.floorSql, [bound]]);
+  if (c.floorSql) specs.push([BOUND, c.floorSql, [floorKey(c)]]);
   specs.push(["hand-written", c.sql, []]);
   const stmts: Statement[] = [];
   try {

@@ -569,7 +569,7 @@ export function renderMarkdown(r: Report): string {
     for (const c of r.read_cost) {
       L.push(
         `| ${c.case} | ${c.statement} | ${c.cpu_us.toFixed(1)} | ${f2(c.ratio)} | ${
-          f2(c.ratio_bound ?? null)
+          f2(c.ratio_bound)
         } | ${n(c.exec_ms, 3)} | ${n(c.plan_ms, 3)} | ${n(c.plans_per_call, 2)} |`,
       );
     }
