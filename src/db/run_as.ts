@@ -401,10 +401,14 @@ async function inside<T>(
       const sink = new JsonPieces();
       let r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
       touch(); // a batch of rows came: the lease makes progress
+      let handed = 0;
       for (;;) {
-        const pieces = sink.take();
-        // Back-pressure: the next batch is asked for once these are taken.
-        if (pieces.length) await each(pieces);
+        // Back-pressure: the next batch is asked for once these are taken. They are not held
+        // here meanwhile: the next fetch's round trip keeps nothing of them alive.
+        if (sink.rows > handed) {
+          handed = sink.rows;
+          await each(sink.take());
+        }
         if (!r.suspended) return sink.rows;
         r = await open.fetch(portal, batch, sink);
       }

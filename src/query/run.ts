@@ -166,8 +166,13 @@ async function streamRows(
 ): Promise<void> {
   const n = await tx.rows(stmt.sql, stmt.params, FETCH_BATCH, async (pieces) => {
     if (!sink) return;
-    // Pieces of `[row,row,…` up to 256 KiB each, streamed as they are.
-    for (const piece of pieces) {
+    // Pieces of `[row,row,…` up to 256 KiB each, streamed as they are. Each is let go of as it is
+    // handed on: a piece the client took is then garbage at once, not kept by the rest of its
+    // batch through the scavenges of the time the batch takes to stream (docs/performance.md,
+    // "Memory").
+    for (let i = 0; i < pieces.length; i++) {
+      const piece = pieces[i];
+      pieces[i] = NO_BYTES;
       sink.push(piece);
       const taken = sink.flush();
       if (taken) await taken;
@@ -225,6 +230,8 @@ const COMMA = encoder.encode(",");
 const CLOSE = encoder.encode("]");
 const EMPTY = encoder.encode("[]");
 const NULL = encoder.encode("null");
+/** What a streamed piece's slot holds once the piece was handed on. */
+const NO_BYTES = new Uint8Array(0);
 const RESULT = encoder.encode('{"result":');
 
 /**
