@@ -167,6 +167,8 @@ export class ClientWatch {
     this.#busy = true;
     try {
       const due: Watched[] = [];
+      // The form of the remote address that the listener's table holds.
+      const v6 = this.#file.endsWith("6");
       // A copy: entries leave as they are looked at.
       for (const w of this.#watched.items.slice()) {
         if (now - w.since < TICK_MS) continue;
@@ -178,8 +180,6 @@ export class ClientWatch {
           this.#watched.remove(w);
           continue;
         }
-        // The form of the remote address that the listener's table holds.
-        const v6 = this.#file.endsWith("6");
         w.keys ??= remoteKeys(addr).filter((k) => (k.length > 13) === v6);
         if (w.keys.length === 0) this.#watched.remove(w);
         else due.push(w);
