@@ -23,6 +23,7 @@ import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../svc_error.ts";
 import { type RequestRole, roleError, setRole } from "../auth/roles.ts";
 import type { Database, Lease } from "./pool.ts";
+import { markSole } from "../util/handoff.ts";
 
 const BEGIN: Statement = { sql: "begin" };
 const COMMIT: Statement = { sql: "commit" };
@@ -62,7 +63,8 @@ export class JsonPieces {
   row(buf: Uint8Array, start: number, end: number): void {
     const len = end < start ? 4 : end - start;
     if (this.#slab.length - this.#at < len + 1) {
-      this.#close();
+      // The slab's last piece: once it is handed on, nothing reads the slab (src/util/handoff.ts).
+      this.#close(true);
       // A row larger than the next slab gets one of its own size.
       this.#slab = new Uint8Array(Math.max(this.#next, len + 1));
       this.#at = this.#from = 0;
@@ -83,9 +85,10 @@ export class JsonPieces {
     return out;
   }
 
-  #close(): void {
+  #close(last = false): void {
     if (this.#at > this.#from) {
-      this.#done.push(new Uint8Array(this.#slab.buffer, this.#from, this.#at - this.#from));
+      const piece = new Uint8Array(this.#slab.buffer, this.#from, this.#at - this.#from);
+      this.#done.push(last ? markSole(piece) : piece);
       this.#from = this.#at;
     }
   }

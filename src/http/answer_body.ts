@@ -5,6 +5,7 @@
  * @module
  */
 import type { AnswerSink } from "../query/context.ts";
+import { isSole, release } from "../util/handoff.ts";
 
 /**
  * Bytes of an answer built by the query stage that are held before it is streamed: an answer that
@@ -18,6 +19,9 @@ export const ANSWER_BUFFER = 1024 * 1024;
  */
 const CHUNK = 256 * 1024;
 
+/** Whether a chunk is a copy made here (`concat` of several parts), shared with nothing. */
+const made = new WeakSet<Uint8Array>();
+
 function concat(parts: Uint8Array[], n: number): Uint8Array {
   if (parts.length === 1) return parts[0];
   const out = new Uint8Array(n);
@@ -26,26 +30,62 @@ function concat(parts: Uint8Array[], n: number): Uint8Array {
     out.set(p, o);
     o += p.length;
   }
+  made.add(out);
   return out;
+}
+
+/** Chunks made and not yet read by the client beyond which {@link StreamingAnswer.flush} waits. */
+const QUEUED = 2;
+
+/** The answers whose body the runtime's HTTP response reads ({@link servedByRuntime}). */
+const answers = new WeakMap<ReadableStream<Uint8Array>, StreamingAnswer>();
+
+/**
+ * Declares that Deno's HTTP response reads `body` (called by the server when it answers with it):
+ * a chunk it read is then held by the runtime, and the answer's own reference is dropped at the
+ * next read (src/util/handoff.ts). Any other reader keeps the chunks it read: never declared.
+ */
+export function servedByRuntime(body: ReadableStream<Uint8Array>): void {
+  const a = answers.get(body);
+  if (a) a.served = true;
 }
 
 /**
  * The bytes of an answer as they are produced: held while they fit {@link ANSWER_BUFFER}, then
  * streamed to the client with backpressure ({@link flush} resolves once the client took enough).
+ *
+ * The body is a pull stream: a chunk is given to the reader when it asks for one, and the next
+ * ask means the reader is done with the chunk before. Deno's response body takes a chunk's memory
+ * as it reads it (no copy) and holds it until the socket took it; when the server declared that
+ * reader ({@link servedByRuntime}), the answer then detaches the chunks it made
+ * (src/util/handoff.ts), so their memory is freed as soon as they are sent, not at a later garbage
+ * collection.
  */
 export class StreamingAnswer implements AnswerSink {
   #parts: Uint8Array[] = [];
   #size = 0;
-  #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
-  /** The last write to the client (its failure: the client is gone). */
-  #last: Promise<void> = Promise.resolve();
+  #controller: ReadableStreamDefaultController<Uint8Array> | null = null;
+  /** Chunks made and not yet read. */
+  #queue: Uint8Array[] = [];
+  /** A read waits for a chunk. */
+  #asked = false;
+  /** Chunks read since the last ask, to let go of at the next one. */
+  #read: Uint8Array[] = [];
+  /** Waits for the queue to shrink: `flush` (to {@link QUEUED}) or `settled` (to empty). */
+  #waits: { below: number; done: PromiseWithResolvers<void> }[] = [];
+  /** Why the client stopped reading (it cancelled the body), once it did. */
+  #gone: { reason: unknown } | null = null;
+  #ending: PromiseWithResolvers<void> | null = null;
+  #closed = false;
+  /** Whether Deno's HTTP response reads the body ({@link servedByRuntime}). */
+  served = false;
 
   /** `stream` is called once, with the body, when the answer outgrows the buffer. */
   constructor(readonly stream: (body: ReadableStream<Uint8Array>) => void) {}
 
   /** Whether bytes were handed to the client already (the status is then sent). */
   get streaming(): boolean {
-    return this.#writer !== null;
+    return this.#controller !== null;
   }
 
   /** Appends bytes (never written to afterwards). */
@@ -56,20 +96,15 @@ export class StreamingAnswer implements AnswerSink {
 
   /** Streams what is held once there is enough of it; resolves when the client can take more. */
   flush(): Promise<void> | undefined {
-    if (this.#writer ? this.#size < CHUNK / 2 : this.#size <= ANSWER_BUFFER) return undefined;
-    if (!this.#writer) {
-      const ts = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: 4 }, {
-        highWaterMark: 4,
-      });
-      this.#writer = ts.writable.getWriter();
-      this.stream(ts.readable);
-    }
-    return this.#send();
+    if (this.#controller ? this.#size < CHUNK / 2 : this.#size <= ANSWER_BUFFER) return undefined;
+    if (!this.#controller) this.#open();
+    this.#send();
+    return this.#waitBelow(QUEUED);
   }
 
   /** Resolves when every byte handed to the client was taken; rejects when the client is gone. */
   settled(): Promise<void> {
-    return this.#last;
+    return this.#waitBelow(1) ?? Promise.resolve();
   }
 
   /** The whole answer, when it never outgrew the buffer. */
@@ -78,23 +113,102 @@ export class StreamingAnswer implements AnswerSink {
   }
 
   /** Sends what is left and ends the stream. */
-  async end(): Promise<void> {
-    await this.#send();
-    await this.#writer!.close();
+  end(): Promise<void> {
+    if (this.#gone) return Promise.reject(this.#gone.reason);
+    if (this.#size) this.#send();
+    this.#ending = Promise.withResolvers<void>();
+    this.#closeIfDone();
+    return this.#ending.promise;
   }
 
   /** Ends the stream with an error: the client sees a truncated answer. */
   abort(e: unknown): void {
-    this.#writer?.abort(e).catch(() => {});
+    this.#queue = [];
+    if (!this.#closed && !this.#gone) {
+      this.#closed = true;
+      this.#controller?.error(e);
+    }
+    this.#fail(e);
   }
 
-  #send(): Promise<void> {
+  #open(): void {
+    const body = new ReadableStream<Uint8Array>({
+      start: (c) => {
+        this.#controller = c;
+      },
+      pull: () => this.#pull(),
+      cancel: (reason) => {
+        this.#gone = { reason: reason ?? new Error("the client went away") };
+        this.#queue = [];
+        this.#fail(this.#gone.reason);
+      },
+    }, { highWaterMark: 0 });
+    answers.set(body, this);
+    this.stream(body);
+  }
+
+  /** The reader asks for a chunk: it is done with the ones it read before. */
+  #pull(): void {
+    if (this.#read.length) {
+      for (const c of this.#read) release(c, true);
+      this.#read = [];
+    }
+    const next = this.#queue.shift();
+    if (next === undefined) this.#asked = true;
+    else this.#give(next);
+  }
+
+  #send(): void {
     const chunk = concat(this.#parts, this.#size);
     this.#parts = [];
     this.#size = 0;
-    const sent = this.#writer!.write(chunk);
-    this.#last = sent;
-    sent.catch(() => {}); // reported through `settled` or the next write
-    return sent;
+    if (this.#gone || this.#closed) return;
+    if (this.#asked) {
+      this.#asked = false;
+      this.#give(chunk);
+    } else {
+      this.#queue.push(chunk);
+    }
+  }
+
+  /** Hands `chunk` to the waiting read (which may ask again before this returns). */
+  #give(chunk: Uint8Array): void {
+    if (this.served && (made.has(chunk) || isSole(chunk))) this.#read.push(chunk);
+    this.#controller!.enqueue(chunk);
+    this.#wake();
+    this.#closeIfDone();
+  }
+
+  #closeIfDone(): void {
+    if (!this.#ending || this.#closed || this.#queue.length) return;
+    this.#closed = true;
+    this.#controller!.close();
+    this.#ending.resolve();
+  }
+
+  /** A promise resolved once fewer than `below` chunks wait to be read, or none when already. */
+  #waitBelow(below: number): Promise<void> | undefined {
+    if (this.#gone) return Promise.reject(this.#gone.reason);
+    if (this.#queue.length < below) return undefined;
+    const done = Promise.withResolvers<void>();
+    this.#waits.push({ below, done });
+    return done.promise;
+  }
+
+  #wake(): void {
+    if (!this.#waits.length) return;
+    const n = this.#queue.length;
+    this.#waits = this.#waits.filter((w) => {
+      if (n >= w.below) return true;
+      w.done.resolve();
+      return false;
+    });
+  }
+
+  #fail(e: unknown): void {
+    const waits = this.#waits;
+    this.#waits = [];
+    for (const w of waits) w.done.reject(e);
+    this.#ending?.reject(e);
   }
 }

@@ -19,6 +19,7 @@ import { failure, finish, type Finished, finished, finishFields } from "./finish
 import { decorate, decorateFields } from "./decorate.ts";
 import { PlainAnswer } from "./plain_answer.ts";
 import { recycleAnswer } from "./json_body.ts";
+import { servedByRuntime } from "./answer_body.ts";
 
 export type { Cluster };
 
@@ -139,7 +140,11 @@ export function createApp(deps: AppDeps): App {
       return new Response(null, { status: a.status, headers: fields });
     }
     const res = withFields(a.body as BodyInit, a.status, fields);
-    if (streamed) return markStreamed(res);
+    if (streamed) {
+      // Returned to Deno.serve: the runtime reads the body (src/http/answer_body.ts).
+      servedByRuntime(a.body as ReadableStream<Uint8Array>);
+      return markStreamed(res);
+    }
     // The Response copied the bytes: a read's answer buffer serves the next answer.
     if (a.body instanceof Uint8Array) recycleAnswer(a.body);
     return res;

@@ -712,6 +712,7 @@ export class Connection {
         if (n === null) {
           throw new PgConnectionError("CONNECTION_CLOSED", "the server closed the connection");
         }
+        this.#adoptMoved();
         this.#re += n;
         this.#process();
         if (this.#dead) return;
@@ -723,6 +724,18 @@ export class Connection {
           : new PgConnectionError("CONNECTION_CLOSED", `read failed: ${(e as Error)?.message}`, e),
       );
     }
+  }
+
+  /**
+   * Takes the buffer a stream read moved the receive buffer's memory to (src/pg/transport.ts):
+   * the same bytes, in a new buffer object. Not inlined in the read loop, whose suspended frame
+   * would keep the last one alive through the next wait (a buffer grown by a large row with it).
+   */
+  #adoptMoved(): void {
+    const moved = this.#t.moved();
+    if (moved === null) return;
+    this.#rb = new Uint8Array(moved);
+    this.#rv = new DataView(moved);
   }
 
   /** Moves unprocessed bytes to the front and grows the buffer to hold `need` bytes. */

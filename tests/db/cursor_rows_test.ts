@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { Database } from "../../src/db/pool.ts";
 import { ROW_SLAB_MAX, transaction } from "../../src/db/run_as.ts";
+import { isSole } from "../../src/util/handoff.ts";
 
 const dec = new TextDecoder();
 
@@ -46,6 +47,15 @@ Deno.test("a cursor read's rows come as a few slab-sized pieces of one JSON arra
     for (const p of pieces) {
       if (p.length <= ROW_SLAB_MAX) assert.ok(p.buffer.byteLength <= ROW_SLAB_MAX);
     }
+    // A piece is marked as its buffer's last (src/util/handoff.ts: the answer may let go of the
+    // buffer once it handed it on) only when no later piece shares that buffer; the slab still
+    // being written at the end is never marked.
+    for (let i = 0; i < pieces.length; i++) {
+      if (!isSole(pieces[i])) continue;
+      assert.ok(pieces.slice(i + 1).every((q) => q.buffer !== pieces[i].buffer), `piece ${i}`);
+    }
+    assert.ok(pieces.filter(isSole).length >= buffers.size - 4, "retired slabs are marked");
+    assert.equal(isSole(pieces.at(-1)!), false);
   } finally {
     await db.close();
     await stopDb();

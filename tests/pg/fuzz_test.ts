@@ -149,12 +149,17 @@ function scenario(seed: number): Scenario {
   }
   parts.push(B.rfq(inTx ? (errorAt >= 0 ? "E" : "T") : "I"));
   const response = concat(parts);
+  // A third of the seeds send in chunks up to 40 KB: reads of 8 KiB and more switch the
+  // connection's socket to its stream reader and back (src/pg/transport.ts).
+  const bulk = Math.abs(seed) % 3 === 2;
   const chunkList = (len: number) => {
     const out: number[] = [];
     const mode = r();
     let left = len;
     while (left > 0 && out.length < 60) {
-      const s = mode < 0.3 ? 1 + Math.floor(r() * 3) : 1 + Math.floor(r() * Math.min(left, 5000));
+      const s = mode < 0.3
+        ? 1 + Math.floor(r() * 3)
+        : 1 + Math.floor(r() * Math.min(left, bulk ? 40_000 : 5000));
       out.push(s);
       left -= s;
     }
