@@ -5,7 +5,7 @@
  * @module
  */
 import type { AnswerSink } from "../query/context.ts";
-import { isSole, release } from "../util/handoff.ts";
+import { isSole, markSole, release } from "../util/handoff.ts";
 
 /**
  * Bytes of an answer built by the query stage that are held before it is streamed: an answer that
@@ -19,9 +19,6 @@ export const ANSWER_BUFFER = 1024 * 1024;
  */
 const CHUNK = 256 * 1024;
 
-/** Whether a chunk is a copy made here (`concat` of several parts), shared with nothing. */
-const made = new WeakSet<Uint8Array>();
-
 function concat(parts: Uint8Array[], n: number): Uint8Array {
   if (parts.length === 1) return parts[0];
   const out = new Uint8Array(n);
@@ -30,8 +27,8 @@ function concat(parts: Uint8Array[], n: number): Uint8Array {
     out.set(p, o);
     o += p.length;
   }
-  made.add(out);
-  return out;
+  // A copy made here, shared with nothing: the only view of its buffer (src/util/handoff.ts).
+  return markSole(out);
 }
 
 /** Chunks made and not yet read by the client beyond which {@link StreamingAnswer.flush} waits. */
@@ -57,7 +54,7 @@ export function servedByRuntime(body: ReadableStream<Uint8Array>): void {
  * The body is a pull stream: a chunk is given to the reader when it asks for one, and the next
  * ask means the reader is done with the chunk before. Deno's response body takes a chunk's memory
  * as it reads it (no copy) and holds it until the socket took it; when the server declared that
- * reader ({@link servedByRuntime}), the answer then detaches the chunks it made
+ * reader ({@link servedByRuntime}), the answer then detaches the chunks nothing else reads
  * (src/util/handoff.ts), so their memory is freed as soon as they are sent, not at a later garbage
  * collection.
  */
@@ -69,8 +66,8 @@ export class StreamingAnswer implements AnswerSink {
   #queue: Uint8Array[] = [];
   /** A read waits for a chunk. */
   #asked = false;
-  /** Chunks read since the last ask, to let go of at the next one. */
-  #read: Uint8Array[] = [];
+  /** The chunk read last, to let go of at the next ask (one read, one chunk). */
+  #taken: Uint8Array | null = null;
   /** Waits for the queue to shrink: `flush` (to {@link QUEUED}) or `settled` (to empty). */
   #waits: { below: number; done: PromiseWithResolvers<void> }[] = [];
   /** Why the client stopped reading (it cancelled the body), once it did. */
@@ -149,9 +146,9 @@ export class StreamingAnswer implements AnswerSink {
 
   /** The reader asks for a chunk: it is done with the ones it read before. */
   #pull(): void {
-    if (this.#read.length) {
-      for (const c of this.#read) release(c, true);
-      this.#read = [];
+    if (this.#taken) {
+      release(this.#taken);
+      this.#taken = null;
     }
     const next = this.#queue.shift();
     if (next === undefined) this.#asked = true;
@@ -173,7 +170,7 @@ export class StreamingAnswer implements AnswerSink {
 
   /** Hands `chunk` to the waiting read (which may ask again before this returns). */
   #give(chunk: Uint8Array): void {
-    if (this.served && (made.has(chunk) || isSole(chunk))) this.#read.push(chunk);
+    if (this.served && isSole(chunk)) this.#taken = chunk;
     this.#controller!.enqueue(chunk);
     this.#wake();
     this.#closeIfDone();

@@ -31,14 +31,12 @@ export function isSole(view: Uint8Array): boolean {
 }
 
 /**
- * Detaches the buffer of a view marked by {@link markSole}, or made by its holder and never shared
- * (`owned`): JavaScript's reference to the memory is dropped now, not at a later collection. Only
- * once whoever the view was handed to holds its own reference (Deno's response body does, from
- * the moment it takes a chunk).
+ * Detaches the buffer of a view marked by {@link markSole}: JavaScript's reference to the memory
+ * is dropped now, not at a later collection. Only once whoever the view was handed to holds its
+ * own reference (Deno's response body does, from the moment it takes a chunk).
  */
-export function release(view: Uint8Array, owned = false): void {
-  if (!owned && !sole.has(view)) return;
-  sole.delete(view);
+export function release(view: Uint8Array): void {
+  if (!sole.delete(view)) return;
   const buffer = view.buffer as ArrayBuffer;
   if (!buffer.detached) buffer.transfer(0);
 }
