@@ -1,11 +1,14 @@
 /**
  * The SQL generator for reads: one parameterized statement per read, producing one row per root
  * row with a single column `j` (a json object, keys in select order), assembled entirely in
- * PostgreSQL. Incoming joins are correlated subqueries aggregated with `json_agg` (an empty
+ * PostgreSQL. A row is a record: a subquery selects its items under their keys as column names
+ * and `to_json` / `json_agg` turn its rows into JSON (json_build_object only where a key cannot be
+ * a column name). Incoming joins are correlated subqueries aggregated with `json_agg` (an empty
  * array when nothing matches); outgoing joins are correlated subqueries yielding one object or
  * null. Every value is a bind parameter sent as text (`$n::text::<type>`), so the statement's
- * parameter types never depend on the client library's type inference; every identifier is
- * quoted with `ident()`. The SQL text depends only on the query's shape (see {@link shapeKey}).
+ * parameter types never depend on the client library's type inference; every identifier and key
+ * is quoted with `ident()`. The SQL text depends only on the query's shape and keys (see
+ * {@link shapeKey}).
  */
 import { type Column, ident } from "../db/schema.ts";
 import { SvcError } from "../svc_error.ts";
@@ -26,9 +29,38 @@ import { argumentOf, sourceColumns } from "./parse.ts";
 /** json_build_object takes at most 100 arguments; wider objects use json_object_agg. */
 const MAX_BUILD_PAIRS = 50;
 
+/** A select list holds at most 1,664 entries; wider rows are built as objects. */
+const MAX_RECORD_COLUMNS = 1600;
+
+/** The longest column name PostgreSQL keeps whole (NAMEDATALEN − 1 bytes). */
+const MAX_NAME_BYTES = 63;
+
+const utf8 = new TextEncoder();
+
+/**
+ * Whether `key` can be a record's column name, the JSON key `to_json` then writes: not empty (a
+ * zero-length quoted identifier is an error), no NUL (statement text is NUL-terminated on the
+ * wire), and short enough that PostgreSQL keeps it whole (it truncates longer names). Other keys
+ * are bound as text values of json_build_object.
+ */
+function recordKey(key: string): boolean {
+  return key.length > 0 && !key.includes("\0") && key.length <= MAX_NAME_BYTES &&
+    utf8.encode(key).length <= MAX_NAME_BYTES;
+}
+
+/** The output items of a node's rows (write-only items are left out). */
+function outputs(node: RelationNode): SelectItem[] {
+  return node.select.filter((it) => it.mode !== "set");
+}
+
+/** The alias of a node's row record: `"<alias>_r"`, never a relation's alias (`t<n>`). */
+function recordAlias(node: RelationNode): string {
+  return ident(`${node.sqlAlias}_r`);
+}
+
 /**
  * Whether the output is exactly the relation's own columns, in table order, under their own
- * names: then `row_to_json(alias)` builds the same object more cheaply than json_build_object.
+ * names: then `alias.*` is the row's record.
  */
 function isWholeRow(node: RelationNode, items: SelectItem[]): boolean {
   if (node.source.kind !== "relation") return false;
@@ -179,7 +211,7 @@ export function returningRead(
   if (columns.length === 0) return null;
   const c = new Compiler(node);
   for (let i = 1; i < firstParam; i++) c.params.push(null);
-  const sql = `SELECT ${c.object(node)} AS "j" FROM ${ident(RETURNED)} AS ${ident(node.sqlAlias)}`;
+  const sql = c.rows(node, `FROM ${ident(RETURNED)} AS ${ident(node.sqlAlias)}`).sql;
   const rows = c.read(sql, node, false);
   return { columns, rows: { ...rows, params: rows.params.slice(firstParam - 1) } };
 }
@@ -243,12 +275,46 @@ class Compiler {
 
   rootSelect(node: RelationNode, opts: CompileOptions): Statement {
     if (opts.rootKeys) return this.read(this.rootKeysSelect(node, opts), node, false);
-    const parts = [
-      `SELECT ${this.distinct(node)}${this.object(node)} AS "j" FROM ${this.from(node)}`,
-    ];
-    if (node.where) parts.push(`WHERE ${this.condition(node.where)}`);
-    parts.push(...this.tail(node));
-    return this.read(parts.join(" "), node, node.offset !== null);
+    const from = [`FROM ${this.from(node)}`];
+    if (node.where) from.push(`WHERE ${this.condition(node.where)}`);
+    from.push(...this.tail(node));
+    const { sql, outerOffset } = this.rows(node, from.join(" "), this.distinct(node));
+    return this.read(sql, node, outerOffset && node.offset !== null);
+  }
+
+  /**
+   * `SELECT <one row's JSON> AS "j" <rest>` (rest: FROM … WHERE … ORDER BY …), the row built as a
+   * record where it can be: the items under their keys in a subquery holding `rest`, turned into
+   * JSON by `to_json` above it. That costs PostgreSQL less than json_build_object, and a sorted,
+   * limited read builds JSON only for the rows it returns (docs/performance.md, "Rows as
+   * records"). `distinct` is its DISTINCT ON clause, if any. `outerOffset` tells whether `rest`
+   * stayed in the outer select (its OFFSET, if any, then fences it).
+   */
+  rows(node: RelationNode, rest: string, distinct = ""): { sql: string; outerOffset: boolean } {
+    const list = this.record(node, outputs(node));
+    if (list === null) {
+      return {
+        sql: `SELECT ${distinct}${this.object(node)} AS "j" ${rest}`,
+        outerOffset: true,
+      };
+    }
+    const r = recordAlias(node);
+    return {
+      sql: `SELECT to_json(${r}) AS "j" FROM (SELECT ${distinct}${list} ${rest}) AS ${r}`,
+      outerOffset: false,
+    };
+  }
+
+  /**
+   * The select list of one output row as a record: every item under its key as its column name
+   * (the relation's own columns as `alias.*` for a whole row), or null when some key cannot be a
+   * column name ({@link recordKey}) or there is no item.
+   */
+  record(node: RelationNode, items: SelectItem[]): string | null {
+    if (isWholeRow(node, items)) return `${ident(node.sqlAlias)}.*`;
+    if (items.length === 0 || items.length > MAX_RECORD_COLUMNS) return null;
+    if (!items.every((it) => recordKey(it.name))) return null;
+    return items.map((it) => `${this.item(it)} AS ${ident(it.name)}`).join(", ");
   }
 
   /** A read's rows: the statement with its row bound and whether it has an OFFSET. */
@@ -283,7 +349,7 @@ class Compiler {
         return `${ident(node.sqlAlias)}.${ident(c)} = ` +
           `(current_setting(${quoteLiteral(keys.settings![i])})::text[])[1]::${type}`;
       });
-      return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} WHERE ${eq.join(" AND ")}`;
+      return this.rows(node, `FROM ${this.from(node)} WHERE ${eq.join(" AND ")}`).sql;
     }
     const names = keys.columns.map((_, i) => `"k${i}"`);
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
@@ -295,9 +361,12 @@ class Compiler {
         keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)
           .join(" AND ")
       }`;
-    return `SELECT ${this.object(node)} AS "j" FROM ${this.from(node)} ` +
-      `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
-      `ON ${on.join(" AND ")}${any} ORDER BY "k"."ord"`;
+    return this.rows(
+      node,
+      `FROM ${this.from(node)} ` +
+        `JOIN unnest(${arrays.join(", ")}) WITH ORDINALITY AS "k"(${names.join(", ")}, "ord") ` +
+        `ON ${on.join(" AND ")}${any} ORDER BY "k"."ord"`,
+    ).sql;
   }
 
   countSelect(node: RelationNode): Statement {
@@ -365,11 +434,12 @@ class Compiler {
     return `${call} AS ${alias}${scalar ? `(${ident(src.columns[0].name)})` : ""}`;
   }
 
-  /** The json object of one row of `node`, keys in select order (write-only items left out). */
+  /**
+   * The json object of one row of `node`, keys bound in select order: the form of a row whose
+   * keys cannot all be column names ({@link recordKey}).
+   */
   object(node: RelationNode): string {
-    const items = node.select.filter((it) => it.mode !== "set");
-    if (isWholeRow(node, items)) return `row_to_json(${ident(node.sqlAlias)})`;
-    const pairs = items.map((it) => [this.bind(it.name, "text"), this.item(it)]);
+    const pairs = outputs(node).map((it) => [this.bind(it.name, "text"), this.item(it)]);
     if (pairs.length <= MAX_BUILD_PAIRS) {
       return `json_build_object(${pairs.map(([k, v]) => `${k}, ${v}`).join(", ")})`;
     }
@@ -390,35 +460,27 @@ class Compiler {
     return this.expr(e, null);
   }
 
-  /** A joined relation's value: an array (incoming) or an object or null (outgoing). */
+  /**
+   * A joined relation's value: an array (incoming) or an object or null (outgoing), from a
+   * subquery that filters, orders and limits its rows, each a record (an object where a key cannot
+   * be a column name). json_agg takes the rows in the subquery's order (nothing between the two
+   * reorders them); the subquery's Sort costs less than an ordered aggregate's own, and JSON is
+   * built only for the rows a limit keeps (docs/performance.md, "Rows as records").
+   */
   join(j: JoinNode): string {
     const node = j.node;
-    if (
-      j.direction === "incoming" && node.limit === null && node.offset === null &&
-      node.distinctOn.length === 0
-    ) {
-      // Without limit, offset or distinct on, the aggregate orders its input itself: no subquery
-      // and no Sort node per parent row (as hand-written SQL does it), and a whole row goes to
-      // json_agg as it is (the same JSON as row_to_json, without a json value per row).
-      const items = node.select.filter((it) => it.mode !== "set");
-      const value = isWholeRow(node, items) ? ident(node.sqlAlias) : this.object(node);
-      const order = node.orderBy.length
-        ? ` ORDER BY ${node.orderBy.map((t) => this.order(t)).join(", ")}`
-        : "";
-      return `(SELECT coalesce(json_agg(${value}${order}), '[]'::json) ${this.fromWhere(j)})`;
-    }
-    const sub = this.childSelect(j);
-    if (j.direction === "outgoing") return `(${sub})`;
-    return `(SELECT coalesce(json_agg("s"."j"), '[]'::json) FROM (${sub}) AS "s")`;
-  }
-
-  childSelect(j: JoinNode): string {
-    const node = j.node;
-    return [
-      `SELECT ${this.distinct(node)}${this.object(node)} AS "j"`,
+    const list = this.record(node, outputs(node));
+    const r = recordAlias(node);
+    const sub = [
+      `SELECT ${this.distinct(node)}${list ?? `${this.object(node)} AS "j"`}`,
       this.fromWhere(j),
       ...this.tail(node),
     ].join(" ");
+    // The row's JSON (outgoing) and json_agg's argument (incoming, a record as it is).
+    const row = list === null ? `${r}."j"` : `to_json(${r})`;
+    if (j.direction === "outgoing") return `(SELECT ${row} FROM (${sub}) AS ${r})`;
+    const arg = list === null ? row : r;
+    return `(SELECT coalesce(json_agg(${arg}), '[]'::json) FROM (${sub}) AS ${r})`;
   }
 
   /** `FROM <joined> WHERE <join condition> [AND <joined where>]`. */
@@ -634,6 +696,8 @@ function nodeShape(n: RelationNode): unknown {
     n.where && exprShape(n.where),
     n.select.map((it) => [
       it.mode,
+      // A key is a record's column name in the SQL text (see recordKey).
+      it.name,
       it.value.kind === "join" ? it.value.join.key : exprShape(it.value.expr),
     ]),
     n.joins.map((j) => [j.key, j.direction, j.on, nodeShape(j.node)]),

@@ -503,7 +503,9 @@ function compile(tree: Json, variant: number): CompiledRead | null {
 
 function checkStatementShape(c: CompiledRead): void {
   for (const st of [c.rows, ...(c.count ? [c.count] : [])]) {
-    const max = Math.max(0, ...[...st.sql.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+    // Placeholders outside quoted identifiers (an output key such as "$3" is a column name).
+    const text = st.sql.replace(/"(?:[^"]|"")*"/g, '""');
+    const max = Math.max(0, ...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
     assert.equal(max, st.params.length);
     for (const p of st.params) assert.ok(p === null || typeof p === "string");
   }

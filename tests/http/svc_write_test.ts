@@ -388,6 +388,68 @@ Deno.test("a repeated nested insert of one shape: each write's own values, a bad
   ]]);
 });
 
+Deno.test("a write answers the requested keys whatever they are: records and their fallback", async () => {
+  const long = "k".repeat(64); // no column name holds it: its row is built as an object
+  // Plain columns only: the answer is built over the INSERT's returned rows.
+  const flat = await post({
+    query: {
+      relation: "product",
+      select: { "SKU code": "sku", 'the "name"': "name", [long]: "price", "#": "id" },
+    },
+    data: [{ "SKU code": "K-1", 'the "name"': "Key", [long]: 3 }],
+    rollback: true,
+  });
+  assert.equal(flat.status, 200, JSON.stringify(flat.body));
+  const [row] = flat.body;
+  assert.deepEqual(Object.keys(row), ["SKU code", 'the "name"', long, "#"]);
+  assert.deepEqual({ ...row, "#": 0 }, {
+    "SKU code": "K-1",
+    'the "name"': "Key",
+    [long]: 3,
+    "#": 0,
+  });
+  // A join: the answer is read back by the written keys.
+  const nested = await post({
+    query: {
+      relation: "album",
+      select: { "Album Title": "title", "by": "artist_id", "Tracks": "tracks", "a#": "album_id" },
+      join: {
+        tracks: {
+          relation: "track",
+          on: { album_id: "album_id" },
+          select: {
+            "Track Name": "name",
+            "€uro": "unit_price",
+            "media": "media_type_id",
+            "ms": "milliseconds",
+            "t#": "track_id",
+          },
+          order_by: ["track_id"],
+        },
+      },
+    },
+    data: [{
+      "Album Title": "Keys",
+      "by": 1,
+      "Tracks": ["k1", "k2"].map((n) => ({ "Track Name": n, "€uro": 0.99, "media": 1, "ms": 9 })),
+    }],
+    rollback: true,
+  });
+  assert.equal(nested.status, 200, JSON.stringify(nested.body));
+  const [album] = nested.body;
+  assert.deepEqual(Object.keys(album), ["Album Title", "by", "Tracks", "a#"]);
+  assert.deepEqual({ ...album, "a#": 0, "Tracks": [] }, {
+    "Album Title": "Keys",
+    "by": 1,
+    "Tracks": [],
+    "a#": 0,
+  });
+  assert.deepEqual(
+    album.Tracks.map((t: Record<string, unknown>) => ({ ...t, "t#": 0 })),
+    ["k1", "k2"].map((n) => ({ "Track Name": n, "€uro": 0.99, "media": 1, "ms": 9, "t#": 0 })),
+  );
+});
+
 Deno.test("teardown", async () => {
   await sql.end();
   await srv.stop();

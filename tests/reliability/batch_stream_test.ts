@@ -4,7 +4,7 @@
  * - 100 wide items (tracks with 200 keys each) answer with svc's process alive and its RSS
  *   growing by less than 200 MiB. svc runs as a process with a 256 MiB V8 heap, so an answer
  *   built in memory fails at once (it used to: 500 at JSON.stringify, or the process killed by
- *   "out of memory"). Each item reads 700 of the 3,503 tracks (≈ 400 MB of JSON in all, ≈ 30 s);
+ *   "out of memory"). Each item reads 700 of the 3,503 tracks (≈ 350 MB of JSON in all, ≈ 30 s);
  *   `BATCH_STREAM_FULL=1` reads them all (≈ 2 GB, 1–3 min), as in the issue.
  * - A streamed batch answers what its items answer one by one; a failure after streaming began
  *   rolls back and ends the answer with an error; a client leaving mid-stream rolls back and frees
@@ -56,6 +56,11 @@ Deno.test({
         assert.equal((await r.json()).length, 2);
         await (await post(svc.url, { relation: "track" })).body?.cancel();
       }
+      // One item read alone: the batch answers `[` + ITEMS such answers joined by `,` + `]`.
+      const one = wideBatch(1, FULL ? {} : { limit: 700 })[0];
+      const single = await post(svc.url, one);
+      assert.equal(single.status, 200);
+      const itemBytes = (await single.arrayBuffer()).byteLength;
       const baseline = readMem(pid).rss_mb;
       let status = 0;
       let bytes = 0;
@@ -78,7 +83,8 @@ Deno.test({
       assert.equal(status, 200);
       assert.match(head, /^\[\[\{\s*"k0"/);
       assert.equal(new TextDecoder().decode(tail), "]]", "the answer is complete");
-      assert.ok(bytes > (FULL ? 1.9e9 : 3.9e8), `${bytes} bytes`);
+      assert.ok(itemBytes > (FULL ? 1.5e7 : 3e6), `${itemBytes} bytes an item`);
+      assert.equal(bytes, ITEMS * itemBytes + ITEMS + 1, "every item streamed whole");
       assert.ok(growth < LIMIT_MIB, `RSS grew by ${growth.toFixed(0)} MiB`);
       // Still alive and serving.
       const after = await post(svc.url, { relation: "genre", limit: 1 });
