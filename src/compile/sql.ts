@@ -53,6 +53,15 @@ function outputs(node: RelationNode): SelectItem[] {
   return node.select.filter((it) => it.mode !== "set");
 }
 
+/**
+ * The whole row of the relation or subquery `alias` as a value: `"alias".*`. A bare `"alias"` would
+ * name a column instead where the relation has one of that name (a key of a record can be
+ * anything).
+ */
+function wholeRow(alias: string): string {
+  return `${ident(alias)}.*`;
+}
+
 /** The alias of a node's row record: `"<alias>_r"`, never a relation's alias (`t<n>`). */
 function recordAlias(node: RelationNode): string {
   return ident(`${node.sqlAlias}_r`);
@@ -60,7 +69,7 @@ function recordAlias(node: RelationNode): string {
 
 /**
  * Whether the output is exactly the relation's own columns, in table order, under their own
- * names: then `alias.*` is the row's record (and `row_to_json(alias)` its JSON).
+ * names: then `alias.*` is the row's record (and `row_to_json(alias.*)` its JSON).
  */
 function isWholeRow(node: RelationNode, items: SelectItem[]): boolean {
   if (node.source.kind !== "relation") return false;
@@ -290,7 +299,7 @@ class Compiler {
    * JSON by `to_json` above it. That costs PostgreSQL less than json_build_object, and a sorted,
    * limited read builds JSON only for the rows it returns (docs/performance.md, "Rows as
    * records"). `sorted` tells whether `rest` sorts, limits or picks rows (then the subquery is
-   * kept as it is); a whole row that is not is `row_to_json(alias)`, which saves PostgreSQL the
+   * kept as it is); a whole row that is not is `row_to_json(alias.*)`, which saves PostgreSQL the
    * subquery's row (≈ 2 µs of a primary-key read). `distinct` is its DISTINCT ON clause, if any.
    * `outerOffset` tells whether `rest` stayed in the outer select (its OFFSET, if any, then
    * fences it).
@@ -304,7 +313,7 @@ class Compiler {
     const items = outputs(node);
     if (!sorted && isWholeRow(node, items)) {
       return {
-        sql: `SELECT row_to_json(${ident(node.sqlAlias)}) AS "j" ${rest}`,
+        sql: `SELECT row_to_json(${wholeRow(node.sqlAlias)}) AS "j" ${rest}`,
         outerOffset: true,
       };
     }
@@ -317,7 +326,7 @@ class Compiler {
     }
     const r = recordAlias(node);
     return {
-      sql: `SELECT to_json(${r}) AS "j" FROM (SELECT ${distinct}${list} ${rest}) AS ${r}`,
+      sql: `SELECT to_json(${r}.*) AS "j" FROM (SELECT ${distinct}${list} ${rest}) AS ${r}`,
       outerOffset: false,
     };
   }
@@ -328,7 +337,7 @@ class Compiler {
    * column name ({@link recordKey}) or there is no item.
    */
   record(node: RelationNode, items: SelectItem[]): string | null {
-    if (isWholeRow(node, items)) return `${ident(node.sqlAlias)}.*`;
+    if (isWholeRow(node, items)) return wholeRow(node.sqlAlias);
     if (items.length === 0 || items.length > MAX_RECORD_COLUMNS) return null;
     if (!items.every((it) => recordKey(it.name))) return null;
     return items.map((it) => `${this.item(it)} AS ${ident(it.name)}`).join(", ");
@@ -471,9 +480,9 @@ class Compiler {
     if (it.value.kind === "join") return this.join(it.value.join);
     const e = it.value.expr;
     if (e.kind === "computed" && e.set) {
-      return `(SELECT coalesce(json_agg("x"), '[]'::json) FROM ${ident(e.schema)}.${ident(e.fn)}(${
-        ident(e.scope)
-      }) AS "x")`;
+      return `(SELECT coalesce(json_agg("x".*), '[]'::json) FROM ${ident(e.schema)}.${
+        ident(e.fn)
+      }(${wholeRow(e.scope)}) AS "x")`;
     }
     return this.expr(e, null);
   }
@@ -495,9 +504,9 @@ class Compiler {
       ...this.tail(node),
     ].join(" ");
     // The row's JSON (outgoing) and json_agg's argument (incoming, a record as it is).
-    const row = list === null ? `${r}."j"` : `to_json(${r})`;
+    const row = list === null ? `${r}."j"` : `to_json(${r}.*)`;
     if (j.direction === "outgoing") return `(SELECT ${row} FROM (${sub}) AS ${r})`;
-    const arg = list === null ? row : r;
+    const arg = list === null ? row : `${r}.*`;
     return `(SELECT coalesce(json_agg(${arg}), '[]'::json) FROM (${sub}) AS ${r})`;
   }
 
@@ -523,7 +532,7 @@ class Compiler {
       case "column":
         return `${ident(e.scope)}.${ident(e.column.name)}`;
       case "computed": {
-        const call = `${ident(e.schema)}.${ident(e.fn)}(${ident(e.scope)})`;
+        const call = `${ident(e.schema)}.${ident(e.fn)}(${wholeRow(e.scope)})`;
         return e.set ? `ARRAY(SELECT ${call})` : call;
       }
       case "joined":

@@ -81,6 +81,9 @@ Deno.test("simple route results: set → array, table → objects, void → 204"
   assert.deepEqual(await json(await srv.get("/series?n=3")), [1, 2, 3]);
   assert.deepEqual(await json(await srv.get("/series?n=0")), []);
   assert.deepEqual(await json(await srv.get("/pairs/2")), [{ i: 1, sq: 1 }, { i: 2, sq: 4 }]);
+  // A result column named like the call's alias in svc's SQL: still whole rows.
+  assert.deepEqual(await json(await srv.get("/named_r/2")), [{ r: 1, b: "b1" }, { r: 2, b: "b2" }]);
+  assert.deepEqual(await json(await srv.get("/one_r/7")), { r: 7, b: "one" });
   const v = await srv.post("/nothing", {});
   assert.equal(v.status, 204);
   assert.equal(await v.text(), "");

@@ -198,7 +198,7 @@ Deno.test("simple-route SQL: precedence, defaults, casts as bind parameters", ()
   });
   assert.equal(
     st.sql,
-    `select to_json(r)::text from "app"."f"("id" => $1::text::integer, "name" => $2::text::text, ` +
+    `select to_json(r.*)::text from "app"."f"("id" => $1::text::integer, "name" => $2::text::text, ` +
       `"tags" => (select coalesce(array_agg(x), '{}') from jsonb_array_elements_text($3::text::jsonb) x)::text[]) r`,
   );
   assert.deepEqual(st.params, ["7", "q", '["x"]']);

@@ -157,8 +157,9 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
   const call = `${fnName(fn)}(${parts.join(", ")})`;
   let sql: string;
   if (fn.returns.type === "void" && !fn.returns.set) sql = `select null::text from ${call}`;
-  else if (fn.returns.set) sql = `select coalesce(json_agg(r), '[]')::text from ${call} r`;
-  else sql = `select to_json(r)::text from ${call} r`;
+  // `r.*`: the call's whole row (or its one value); a bare `r` would name a result column "r".
+  else if (fn.returns.set) sql = `select coalesce(json_agg(r.*), '[]')::text from ${call} r`;
+  else sql = `select to_json(r.*)::text from ${call} r`;
   return { sql, params };
 }
 
