@@ -77,9 +77,13 @@ export class JsonPieces {
     this.#at += len;
   }
 
-  /** The pieces written since the last take. */
-  take(): Uint8Array[] {
-    this.#close();
+  /**
+   * The pieces written since the last take. `final`: no row follows, so the slab's last piece is
+   * its last reader too and is marked like a retired slab's (an item's final slab is otherwise
+   * freed only when the collector reaches it: ≈ 0.23 MiB per item of a wide batch kept to its end).
+   */
+  take(final = false): Uint8Array[] {
+    this.#close(final);
     const out = this.#done;
     this.#done = [];
     return out;
@@ -408,11 +412,12 @@ async function inside<T>(
       for (;;) {
         // Back-pressure: the next batch is asked for once these are taken. They are not held
         // here meanwhile: the next fetch's round trip keeps nothing of them alive.
+        const final = !r.suspended;
         if (sink.rows > handed) {
           handed = sink.rows;
-          await each(sink.take());
+          await each(sink.take(final));
         }
-        if (!r.suspended) return sink.rows;
+        if (final) return sink.rows;
         r = await open.fetch(portal, batch, sink);
       }
     },

@@ -48,14 +48,15 @@ Deno.test("a cursor read's rows come as a few slab-sized pieces of one JSON arra
       if (p.length <= ROW_SLAB_MAX) assert.ok(p.buffer.byteLength <= ROW_SLAB_MAX);
     }
     // A piece is marked as its buffer's last (src/util/handoff.ts: the answer may let go of the
-    // buffer once it handed it on) only when no later piece shares that buffer; the slab still
-    // being written at the end is never marked.
+    // buffer once it handed it on) only when no later piece shares that buffer. The read's very
+    // last piece is marked too: no row follows it (unmarked, each batch item's final slab waited
+    // for the collector, ≈ 0.23 MiB an item kept to the end of a wide batch).
     for (let i = 0; i < pieces.length; i++) {
       if (!isSole(pieces[i])) continue;
       assert.ok(pieces.slice(i + 1).every((q) => q.buffer !== pieces[i].buffer), `piece ${i}`);
     }
     assert.ok(pieces.filter(isSole).length >= buffers.size - 4, "retired slabs are marked");
-    assert.equal(isSole(pieces.at(-1)!), false);
+    assert.equal(isSole(pieces.at(-1)!), true, "the final piece is marked");
   } finally {
     await db.close();
     await stopDb();
