@@ -10,7 +10,7 @@
  * is quoted with `ident()`. The SQL text depends only on the query's shape and keys (see
  * {@link shapeKey}).
  */
-import { type Column, ident } from "../db/schema.ts";
+import { type Column, ident, identifierBytes, MAX_IDENTIFIER_BYTES } from "../db/schema.ts";
 import { SvcError } from "../svc_error.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import type {
@@ -32,11 +32,6 @@ const MAX_BUILD_PAIRS = 50;
 /** A select list holds at most 1,664 entries; wider rows are built as objects. */
 const MAX_RECORD_COLUMNS = 1600;
 
-/** The longest column name PostgreSQL keeps whole (NAMEDATALEN − 1 bytes). */
-const MAX_NAME_BYTES = 63;
-
-const utf8 = new TextEncoder();
-
 /**
  * Whether `key` can be a record's column name, the JSON key `to_json` then writes: not empty (a
  * zero-length quoted identifier is an error), no NUL (statement text is NUL-terminated on the
@@ -44,8 +39,8 @@ const utf8 = new TextEncoder();
  * are bound as text values of json_build_object.
  */
 function recordKey(key: string): boolean {
-  return key.length > 0 && !key.includes("\0") && key.length <= MAX_NAME_BYTES &&
-    utf8.encode(key).length <= MAX_NAME_BYTES;
+  return key.length > 0 && !key.includes("\0") && key.length <= MAX_IDENTIFIER_BYTES &&
+    identifierBytes(key) <= MAX_IDENTIFIER_BYTES;
 }
 
 /** The output items of a node's rows (write-only items are left out). */

@@ -21,16 +21,14 @@
  */
 import { Connection } from "../pg/connection.ts";
 import { log } from "../observe/log.ts";
-
-/** Longest identifier PostgreSQL keeps (NAMEDATALEN - 1 bytes). */
-const MAX_IDENTIFIER_BYTES = 63;
+import { identifierBytes, MAX_IDENTIFIER_BYTES } from "./schema.ts";
 
 /**
  * Why `name` cannot be a notification channel (null when it can): 1 to 63 bytes of UTF-8, no NUL,
  * no surrounding blanks. It is always sent quoted, so any other character is fine and case is kept.
  */
 export function channelProblem(name: string): string | null {
-  const bytes = new TextEncoder().encode(name).length;
+  const bytes = identifierBytes(name);
   if (bytes === 0) return "an empty channel name";
   if (bytes > MAX_IDENTIFIER_BYTES) {
     return `a channel name of ${bytes} bytes (PostgreSQL keeps at most ${MAX_IDENTIFIER_BYTES})`;

@@ -192,6 +192,16 @@ export function ident(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/** Longest identifier PostgreSQL keeps (NAMEDATALEN - 1 bytes); it truncates longer ones. */
+export const MAX_IDENTIFIER_BYTES = 63;
+
+const utf8 = new TextEncoder();
+
+/** The length of `name` as PostgreSQL's identifier limit counts it: bytes of UTF-8. */
+export function identifierBytes(name: string): number {
+  return utf8.encode(name).length;
+}
+
 /** Finds a relation by name; schema defaults to the first match in `public`, then any schema. */
 export function findRelation(schema: Schema, name: string, ns?: string): Relation | undefined {
   if (ns !== undefined) return schema.relations.get(qualified(ns, name));
