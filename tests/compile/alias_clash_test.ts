@@ -9,6 +9,7 @@ import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
+import { postSvc, startServer } from "../helpers/server.ts";
 
 const uri = await chinookDb(
   "alias_clash",
@@ -22,7 +23,7 @@ const uri = await chinookDb(
     as $$ select * from clash_kid k where k.t0 = c.t0 order by k.id $$;
   create function clash_tags(c clash) returns setof text language sql stable
     as $$ select c.t0_r || '-' || g from generate_series(1, 2) g $$;
-  grant select on clash, clash_kid to "~anonymous";
+  grant select, insert on clash, clash_kid to "~anonymous";
 `,
 );
 const schema = await schemaOf(uri);
@@ -92,6 +93,43 @@ Deno.test("joins whose relations have columns named t1 and t1_r: incoming and ou
     join: { parent: { relation: "clash", on: { t0: "t0" } } },
   });
   assert.deepEqual(outgoing, [{ id: 1, parent: ONE }, { id: 2, parent: ONE }]);
+});
+
+Deno.test("through real HTTP: POST and GET reads, a batch and a write answer whole rows", async () => {
+  const srv = await startServer(uri, ["--dev"]);
+  try {
+    const read = await postSvc(srv, { relation: "clash", order_by: [["desc", "t0"]], limit: 1 });
+    assert.equal(read.status, 200, JSON.stringify(read.body));
+    assert.deepEqual(read.body, [TWO]);
+    const get = await srv.get("/svc?relation=clash&where=eq(t0,1)");
+    assert.equal(get.status, 200);
+    assert.deepEqual(await get.json(), [ONE]);
+    const batch = await postSvc(srv, [
+      { relation: "clash", select: { t0_r: "t0", total: "clash_total" }, order_by: ["t0"] },
+      {
+        relation: "clash_kid",
+        select: ["id", "parent"],
+        where: ["=", "id", 3],
+        join: {
+          parent: { relation: "clash", on: { t0: "t0" } },
+        },
+      },
+    ]);
+    assert.equal(batch.status, 200, JSON.stringify(batch.body));
+    assert.deepEqual(batch.body, [
+      [{ t0_r: 1, total: 110 }, { t0_r: 2, total: 220 }],
+      [{ id: 3, parent: TWO }],
+    ]);
+    const write = await postSvc(srv, {
+      query: { relation: "clash", order_by: ["t0"] },
+      data: [{ t0: 3, t0_r: "three", x: 30, t1: 300 }],
+      rollback: true,
+    });
+    assert.equal(write.status, 200, JSON.stringify(write.body));
+    assert.deepEqual(write.body, [{ t0: 3, t0_r: "three", x: 30, t1: 300 }]);
+  } finally {
+    await srv.stop();
+  }
 });
 
 Deno.test("stop the database", async () => {
