@@ -20,6 +20,7 @@ import { announce, publicUrl } from "./startup.ts";
 import { ignoredEnv } from "../config/env.ts";
 import { createSso } from "../sso/endpoints.ts";
 import { routeHooks as buildRouteHooks } from "../http/route_hooks.ts";
+import { helperPathHook } from "../client/endpoint.ts";
 import { serveMetrics } from "../http/metrics_endpoint.ts";
 import { ClientWatch } from "../http/disconnect.ts";
 import { openReplayStore } from "../sso/store.ts";
@@ -84,6 +85,10 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   // Read replicas (pg.read_uri): null without them (src/db/replicas.ts).
   const reads = openReadTargets(cfg, db, worker) ?? undefined;
   const runtime = new Runtime(cfg);
+  // One process writes the helper file itself; with workers, the supervisor does, once.
+  if (!worker && cfg.typescript.helper_path) {
+    runtime.hooks.push(helperPathHook(cfg, cfg.typescript.helper_path));
+  }
   const routeHooks = buildRouteHooks(cfg, runtime);
   const sso = createSso({ cfg, db, sessions, secret, hooks: routeHooks });
   const clientWatch = new ClientWatch();

@@ -1,6 +1,7 @@
 /**
  * `typescript.helper_path` with a spawned server: written at startup, rewritten after SIGUSR1
- * following `alter table … add column`, and the type check sees the new column only then.
+ * following `alter table … add column`, and the type check sees the new column only then. With
+ * one worker (dev mode's default) the process writes it itself; with several, the supervisor.
  */
 import assert from "node:assert/strict";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
@@ -14,11 +15,22 @@ export async function countries(): Promise<(string | null)[]> {
 }
 `;
 
-Deno.test("helper_path is rewritten at reload and the type check sees the new column", async () => {
-  const uri = await chinookDb("chinook_helper");
+for (const workers of [1, 2]) {
+  Deno.test(`helper_path is written and rewritten at reload, ${workers} worker(s)`, async () => {
+    await helperPathCase(workers);
+  });
+}
+
+async function helperPathCase(workers: number): Promise<void> {
+  const db = `chinook_helper${workers}`;
+  const uri = await chinookDb(db);
   const dir = await Deno.makeTempDir({ prefix: "svc-helper-" });
   const path = `${dir}/database.ts`;
-  const svc = await spawnSvc([`--pg.uri=${uri}`, `--typescript.helper_path=${path}`]);
+  const svc = await spawnSvc([
+    `--pg.uri=${uri}`,
+    `--typescript.helper_path=${path}`,
+    `--http.workers=${workers}`,
+  ]);
   try {
     await svc.waitHealthy();
     const first = await Deno.readTextFile(path);
@@ -27,7 +39,7 @@ Deno.test("helper_path is rewritten at reload and the type check sees the new co
     assert.ok(!before.success, "the column does not exist yet");
     assert.ok(before.output.includes("country"), before.output);
 
-    await psql("alter table artist add column country text", "chinook_helper");
+    await psql("alter table artist add column country text", db);
     svc.kill("SIGUSR1");
     let text = first;
     const end = Date.now() + 20_000;
@@ -46,6 +58,6 @@ Deno.test("helper_path is rewritten at reload and the type check sees the new co
     await svc.stop();
     await Deno.remove(dir, { recursive: true });
   }
-});
+}
 
 Deno.test("teardown", () => stopDb());
