@@ -55,9 +55,10 @@ async function launch(cfg: Config): Promise<Running> {
 }
 
 async function main(): Promise<void> {
-  if (runAction(Deno.args, setupRoles, setupStore)) Deno.exit(0);
   let cfg: Config;
   try {
+    // --help, --version, --print-setup-sql (whose configuration is checked as a start's is).
+    if (runAction(Deno.args, setupRoles, setupStore)) Deno.exit(0);
     cfg = await loadConfigAsync();
   } catch (e) {
     if (e instanceof ConfigError) {

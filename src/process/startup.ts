@@ -25,29 +25,26 @@ export function announce(cfg: Config, port: number): void {
 /**
  * The roles of the configuration on the command line and in the environment, for
  * --print-setup-sql: the anonymous role and the authenticator, which is `pg.user` or the user
- * named in `pg.uri` (else `svc_authenticator`).
+ * named in `pg.uri` (else `svc_authenticator`). A configuration svc would refuse to start with
+ * (an unknown or misspelled key, a bad value) throws its ConfigError: printing the roles of a
+ * configuration read wrong would name the wrong ones.
  */
 export function setupRoles(args: string[] = Deno.args): SetupRoles {
-  try {
-    const cfg = loadConfig({ args: args.filter((a) => a !== "--print-setup-sql") });
-    let user = cfg.pg.user;
-    if (!user && cfg.pg.uri) {
-      try {
-        user = decodeURIComponent(new URL(cfg.pg.uri).username) || undefined;
-      } catch { /* not a URL: keep the default */ }
-    }
-    return { anonymousRole: cfg.pg.query.anonymous_role, authenticator: user };
-  } catch {
-    return { anonymousRole: "~anonymous" };
+  const cfg = setupConfig(args);
+  let user = cfg.pg.user;
+  if (!user && cfg.pg.uri) {
+    try {
+      user = decodeURIComponent(new URL(cfg.pg.uri).username) || undefined;
+    } catch { /* not a URL: keep the default */ }
   }
+  return { anonymousRole: cfg.pg.query.anonymous_role, authenticator: user };
 }
 
 /** `sso.store` of the configuration on the command line (for --print-setup-sql). */
-export function setupStore(): string | undefined {
-  try {
-    const args = Deno.args.filter((a) => a !== "--print-setup-sql");
-    return loadConfig({ args }).sso.store;
-  } catch {
-    return undefined;
-  }
+export function setupStore(args: string[] = Deno.args): string | undefined {
+  return setupConfig(args).sso.store;
+}
+
+function setupConfig(args: string[]): Config {
+  return loadConfig({ args: args.filter((a) => a !== "--print-setup-sql") });
 }

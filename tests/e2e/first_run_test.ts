@@ -44,6 +44,25 @@ Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.
   assert.match(byUri.stdout, /create role "api_login" login noinherit/);
 });
 
+Deno.test("--print-setup-sql checks the configuration as a start does: a misspelled key exits 2", async () => {
+  // Printing the default roles for `--pg.usr=alice` would name the wrong authenticator.
+  for (
+    const [flag, hint] of [["--pg.usr=alice", /did you mean "pg\.user"/], [
+      "--bogus=1",
+      /"bogus"/,
+    ]] as const
+  ) {
+    const out = await runSvc(["--print-setup-sql", flag]);
+    assert.equal(out.code, 2, `${flag}: ${out.stdout}`);
+    assert.match(out.stderr, /configuration error: unknown configuration key/);
+    assert.match(out.stderr, hint);
+    assert.equal(out.stdout, "", "no SQL printed");
+  }
+  const badValue = await runSvc(["--print-setup-sql", "--pg.pool_size=lots"]);
+  assert.equal(badValue.code, 2, badValue.stdout);
+  assert.match(badValue.stderr, /pg\.pool_size/);
+});
+
 Deno.test("a busy port exits 1 with one clear line", async () => {
   const port = freePort();
   const busy = Deno.listen({ hostname: "127.0.0.1", port });
