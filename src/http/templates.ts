@@ -8,6 +8,7 @@
 import { Eta } from "eta";
 import { SvcError } from "../svc_error.ts";
 import { log } from "../observe/log.ts";
+import { templateFile } from "../state/template_files.ts";
 
 /** Renders named templates from one directory. */
 export class Templates {
@@ -63,7 +64,7 @@ export class Templates {
     if (segments.some((s) => s === "" || s.startsWith("."))) {
       throw new Error(`template name not allowed: ${JSON.stringify(name)}`);
     }
-    const file = /\.[^/]+$/.test(segments[segments.length - 1]) ? name : `${name}.eta`;
+    const file = templateFile(name);
     this.#root ??= await Deno.realPath(this.dir);
     let real: string;
     try {

@@ -14,6 +14,7 @@ import { log } from "../observe/log.ts";
 import { declareRoutes, type RouteTable } from "./route_table.ts";
 import { metrics } from "../observe/metrics.ts";
 import type { Cancelable, CancelHooks } from "../auth/roles.ts";
+import { templateWarnings } from "./template_files.ts";
 import { oneAtATime } from "../util/rerun.ts";
 
 /** Everything a request reads, swapped as one value. */
@@ -316,6 +317,10 @@ export async function buildState(cfg: Config): Promise<AppState> {
   }
   const routes = declareRoutes(schema, cfg.route, cfg.pg.query.anonymous_role);
   for (const w of routes.warnings) log.warn("routes: {message}", { message: w });
+  const active = [...routes.routes, ...routes.middleware];
+  for (const w of await templateWarnings(cfg.http.templates.path, active)) {
+    log.warn("templates: {message}", { message: w });
+  }
   return { schema, wellknown, anonymousExists, routes, loadedAt: new Date() };
 }
 
