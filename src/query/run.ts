@@ -202,11 +202,10 @@ async function streamRead(
     if (withResult) sink.push(RESULT);
     await streamRows(tx, capped, withResult ? sink : null);
     const out: Record<string, unknown> = {};
-    if (q.count) {
-      if (want.count && compiled.count) {
-        const c = await tx.query(compiled.count.sql, compiled.count.params);
-        out.count = Number(c[0].count);
-      }
+    // `offset` goes with `count` (docs/query.md, the envelope): a disabled count has neither.
+    if (q.count && want.count && compiled.count) {
+      const c = await tx.query(compiled.count.sql, compiled.count.params);
+      out.count = Number(c[0].count);
       out.offset = r.node.offset ?? 0;
     }
     if (r.node.limit !== null) out.limit = r.node.limit; // echoed whenever set (docs/query.md "ComplexQuery and ComplexResult")

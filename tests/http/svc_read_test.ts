@@ -257,6 +257,8 @@ Deno.test("ComplexQuery errors and gates", async () => {
   }, locked);
   assert.equal(gated.status, 200);
   assert.equal(gated.body.count, undefined);
+  assert.equal(gated.body.offset, undefined, "offset goes with count");
+  assert.equal(gated.body.limit, 2);
   assert.deepEqual(gated.body.sql, []);
   assert.deepEqual(gated.body.query_plan, []);
   assert.equal(gated.body.result.length, 2);
@@ -268,6 +270,8 @@ Deno.test("ComplexQuery errors and gates", async () => {
   ]);
   const allowed = await post({ query: { relation: "genre", limit: 1 }, count: true });
   assert.equal(allowed.body.warnings, undefined, "no warnings when every flag is allowed");
+  assert.equal(allowed.body.offset, 0);
+  assert.equal(typeof allowed.body.count, "number");
   const g = await srv.get("/svc?relation=genre&count=true");
   assert.equal(g.status, 400);
   assert.equal(g.headers.get("x-svc-errorcode"), "QUERY_COMPLEX_NOT_ALLOWED_ON_GET");
