@@ -27,7 +27,9 @@ const tok = await new SignJWT(claims).setProtectedHeader({ alg: "HS256", typ: "J
   secret,
 );
 console.log(tok);
+// The example's port: SVC_HTTP__PORT as `deno task dev` reads it, else dev's default.
+const port = Deno.env.get("SVC_HTTP__PORT") ?? "8080";
 console.error(
-  `\n# valid 30 minutes; for example:\n` +
-    `curl -s -b 'accesstoken=${tok}' localhost:8080/svc/database.json | head -c 300`,
+  `\n# valid 30 minutes; for example (another port: SVC_HTTP__PORT=<port> deno task token …):\n` +
+    `curl -s -b 'accesstoken=${tok}' localhost:${port}/svc/database.json | head -c 300`,
 );

@@ -44,7 +44,9 @@ export function helpText(): string {
   for (const k of KEYS) {
     const flag = k.kind === "bool" ? `--${k.key}` : `--${k.key}=<${kindText(k.kind)}>`;
     lines.push(`  ${flag}`);
-    lines.push(`      ${k.doc}${defaultText(k.default)}`);
+    // A description that already names its default ("… (default: dev).") is not told it twice.
+    const told = /\(default: /.test(k.doc);
+    lines.push(`      ${k.doc}${told ? "" : defaultText(k.default)}`);
   }
   return lines.join("\n");
 }
