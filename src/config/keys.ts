@@ -318,7 +318,7 @@ const CONFIG_SCHEMA = z.object({
     max_body_size: int("Max request body in bytes (413 before buffering).", 10 * 1024 * 1024),
     max_part_count: int("Max multipart parts per declared-route request.", 100),
     max_json_depth: int(
-      "Deepest nesting of arrays/objects a JSON request body may have (400 QUERY_INVALID beyond).",
+      "Deepest nesting of arrays/objects a JSON request body, or the tree a GET query string stands for, may have (400 QUERY_INVALID beyond).",
       64,
     ),
     max_batch: int(

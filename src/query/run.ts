@@ -482,7 +482,7 @@ export async function runGet(ctx: QueryContext, url: URL): Promise<Body> {
     return await get(ctx, url);
   } catch (e) {
     const answered = await hideUnreadable(ctx, e, () => {
-      const g = parseGetQuery(url.searchParams);
+      const g = parseGetQuery(url.searchParams, ctx.cfg.http.max_json_depth);
       return g.wellknown !== undefined ? null : [{ query: g.tree, pointer: "" }];
     });
     await settleHint(ctx, answered);
@@ -494,7 +494,7 @@ async function get(ctx: QueryContext, url: URL): Promise<Body> {
   const key = url.search.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0G${url.search}` : undefined;
   const cached = key === undefined ? undefined : cachedRead(ctx, key);
   if (cached) return await cached;
-  const g = parseGetQuery(url.searchParams);
+  const g = parseGetQuery(url.searchParams, ctx.cfg.http.max_json_depth);
   if (g.wellknown !== undefined) {
     return plainRead(
       ctx,

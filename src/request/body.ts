@@ -203,18 +203,26 @@ export function parseJson(text: string, maxDepth: number): unknown {
       details: { pointer: "" },
     });
   }
-  if (maxDepth <= RECURSIVE_DEPTH_MAX) {
-    if (deeperThan(value, maxDepth)) throw tooDeep(maxDepth);
-  } else if (Number.isFinite(maxDepth)) {
-    const stack: [unknown, number][] = [[value, 1]];
-    while (stack.length) {
-      const [v, d] = stack.pop()!;
-      if (v === null || typeof v !== "object") continue;
-      if (d > maxDepth) throw tooDeep(maxDepth);
-      for (const x of Array.isArray(v) ? v : Object.values(v)) {
-        if (x !== null && typeof x === "object") stack.push([x, d + 1]);
-      }
+  if (nestedDeeperThan(value, maxDepth)) throw tooDeep(maxDepth);
+  return value;
+}
+
+/**
+ * Whether `value` holds arrays/objects nested deeper than `maxDepth` levels (the rule of
+ * `http.max_json_depth`, for a body and for the tree of a GET query string alike). Recurses at
+ * most `maxDepth` + 1 levels, or, for a larger `maxDepth`, walks iteratively.
+ */
+export function nestedDeeperThan(value: unknown, maxDepth: number): boolean {
+  if (maxDepth <= RECURSIVE_DEPTH_MAX) return deeperThan(value, maxDepth);
+  if (!Number.isFinite(maxDepth)) return false;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    if (d > maxDepth) return true;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) {
+      if (x !== null && typeof x === "object") stack.push([x, d + 1]);
     }
   }
-  return value;
+  return false;
 }

@@ -7,6 +7,7 @@
  * (values as in `where`: numbers, true/false/null, 'quoted' or bare text, all literals).
  */
 import { SvcError } from "../svc_error.ts";
+import { nestedDeeperThan } from "./body.ts";
 
 /** The decoded GET form. */
 export interface GetQuery {
@@ -56,11 +57,18 @@ function getError(parameter: string, message: string): SvcError {
   return new SvcError("QUERY_INVALID", message, { details: { parameter } });
 }
 
+/** `http.max_json_depth`'s default: the depth a GET tree may have when the caller names none. */
+const DEFAULT_MAX_DEPTH = 64;
+
 /**
  * Decodes the GET query string into the POST tree. Throws QUERY_COMPLEX_NOT_ALLOWED_ON_GET for
- * ComplexQuery parameters and QUERY_INVALID (details.parameter) for anything else unknown.
+ * ComplexQuery parameters and QUERY_INVALID (details.parameter) for anything else unknown. The
+ * tree obeys the body's nesting rule (`maxDepth`, `http.max_json_depth`): a parameter whose
+ * value would sit deeper (joins nested in joins, calls nested in `where`) is QUERY_INVALID with
+ * `details.limit`, found while it is read, so a hostile query string costs neither stack nor
+ * quadratic work.
  */
-export function parseGetQuery(url: URLSearchParams): GetQuery {
+export function parseGetQuery(url: URLSearchParams, maxDepth = DEFAULT_MAX_DEPTH): GetQuery {
   const seen = new Set<string>();
   for (const key of url.keys()) {
     if (COMPLEX.has(key) || key.startsWith("query.")) {
@@ -77,9 +85,17 @@ export function parseGetQuery(url: URLSearchParams): GetQuery {
   const tree: Record<string, unknown> = {};
   for (const [key, value] of url) {
     if (key.startsWith("params.")) throw getError(key, "params.<name> needs wellknown");
-    setField(tree, key.split("."), value, key);
+    setField(tree, key.split("."), value, key, maxDepth);
   }
   return { tree };
+}
+
+function tooDeep(key: string, maxDepth: number): SvcError {
+  return new SvcError(
+    "QUERY_INVALID",
+    `'${key}' is nested deeper than ${maxDepth} levels (http.max_json_depth)`,
+    { details: { parameter: key, limit: "http.max_json_depth" } },
+  );
 }
 
 function wellKnown(url: URLSearchParams): GetQuery {
@@ -105,28 +121,50 @@ export function decodeParam(value: string): unknown {
   }
 }
 
-/** Sets one dotted key (already split) into a relation object of the tree. */
-function setField(rel: Record<string, unknown>, path: string[], value: string, key: string): void {
-  const [head, ...rest] = path;
-  if (head === "join" && rest.length >= 2) {
-    const alias = rest[0];
+/**
+ * Sets one dotted key (already split) into a relation object of the tree: `join.<alias>.` steps
+ * down one joined relation (two levels of the tree, as in a body: `join`, then the alias), then the
+ * field. `maxDepth`: the deepest the tree may nest (the root relation is level 1).
+ */
+function setField(
+  root: Record<string, unknown>,
+  path: string[],
+  value: string,
+  key: string,
+  maxDepth: number,
+): void {
+  let rel = root;
+  let depth = 1;
+  let i = 0;
+  while (path[i] === "join" && path.length - i >= 3) {
+    const alias = path[i + 1];
     if (alias === "") throw getError(key, "empty join alias");
-    setField(child(child(rel, "join"), alias), rest.slice(1), value, key);
-    return;
+    depth += 2;
+    if (depth > maxDepth) throw tooDeep(key, maxDepth);
+    rel = child(child(rel, "join"), alias);
+    i += 2;
   }
-  if ((head === "on" || head === "arguments") && rest.length >= 1) {
-    const v = head === "on" ? value : argumentValue(value, key);
-    define(child(rel, head), rest.join("."), v);
-    return;
+  const head = path[i];
+  const rest = path.length - i - 1;
+  let v: unknown;
+  if ((head === "on" || head === "arguments") && rest >= 1) {
+    depth += 1; // the `on` / `arguments` object
+    if (depth > maxDepth) throw tooDeep(key, maxDepth);
+    const obj = child(rel, head);
+    v = head === "on" ? value : argumentValue(value, key);
+    define(obj, path.slice(i + 1).join("."), v);
+  } else {
+    if (rest !== 0) throw getError(key, `unknown parameter '${key}'`);
+    if (SCALARS.has(head)) v = value;
+    else if (head === "limit" || head === "offset") v = integer(value, key);
+    else if (head === "select") v = selectValue(value);
+    else if (head === "order_by") v = list(value).map(orderTerm);
+    else if (head === "distinct_on") v = list(value).map(nameExpr);
+    else if (head === "where") v = parseWhere(value, key, maxDepth - depth);
+    else throw getError(key, `unknown parameter '${key}'`);
+    rel[head] = v;
   }
-  if (rest.length !== 0) throw getError(key, `unknown parameter '${key}'`);
-  if (SCALARS.has(head)) rel[head] = value;
-  else if (head === "limit" || head === "offset") rel[head] = integer(value, key);
-  else if (head === "select") rel.select = selectValue(value);
-  else if (head === "order_by") rel.order_by = list(value).map(orderTerm);
-  else if (head === "distinct_on") rel.distinct_on = list(value).map(nameExpr);
-  else if (head === "where") rel.where = parseWhere(value, key);
-  else throw getError(key, `unknown parameter '${key}'`);
+  if (nestedDeeperThan(v, maxDepth - depth)) throw tooDeep(key, maxDepth);
 }
 
 /** Sets an own property (also for names like `__proto__`). */
@@ -194,17 +232,37 @@ function argumentValue(value: string, key: string): unknown {
 // ---------------------------------------------------------------------------------------------
 // where: call expressions
 
-/** Parses `and(gte(price,10),like(name,'A%'))` into the POST expression tree. */
-export function parseWhere(text: string, key = "where"): unknown {
-  const p = new WhereParser(text, key);
+/**
+ * Parses `and(gte(price,10),like(name,'A%'))` into the POST expression tree; calls nested deeper
+ * than `maxDepth` are QUERY_INVALID (`details.limit`), found before the parser recurses further.
+ */
+export function parseWhere(text: string, key = "where", maxDepth = DEFAULT_MAX_DEPTH): unknown {
+  const p = new WhereParser(text, key, maxDepth);
   const e = p.expr();
   p.end();
   return e;
 }
 
+const CALL = /[A-Za-z_][A-Za-z0-9_]*\s*\(/y;
+const NUMBER = /-?\d+(\.\d+)?([eE][+-]?\d+)?(?![A-Za-z0-9_.])/y;
+const NAME = /[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?/y;
+const SPACE = /\s/;
+
+/** Matches `re` (sticky) at `pos` of `text`, without slicing the text. */
+function at(re: RegExp, text: string, pos: number): RegExpExecArray | null {
+  re.lastIndex = pos;
+  return re.exec(text);
+}
+
 class WhereParser {
   pos = 0;
-  constructor(readonly text: string, readonly key: string) {}
+  /** Calls open around the current position. */
+  depth = 0;
+  constructor(
+    readonly text: string,
+    readonly key: string,
+    readonly maxDepth = DEFAULT_MAX_DEPTH,
+  ) {}
 
   fail(message: string): never {
     throw new SvcError("QUERY_INVALID", `${this.key}: ${message} at position ${this.pos}`, {
@@ -213,7 +271,7 @@ class WhereParser {
   }
 
   skip(): void {
-    while (this.pos < this.text.length && /\s/.test(this.text[this.pos])) this.pos++;
+    while (this.pos < this.text.length && SPACE.test(this.text[this.pos])) this.pos++;
   }
 
   end(): void {
@@ -223,11 +281,12 @@ class WhereParser {
 
   expr(): unknown {
     this.skip();
-    const m = /^[A-Za-z_][A-Za-z0-9_]*\s*\(/.exec(this.text.slice(this.pos));
+    const m = at(CALL, this.text, this.pos);
     if (!m) return this.atom();
     const name = m[0].slice(0, m[0].indexOf("(")).trim();
     const op = Object.hasOwn(FUNCTIONS, name) ? FUNCTIONS[name] : undefined;
     if (!op) this.fail(`unknown function '${name}'`);
+    if (++this.depth > this.maxDepth) throw tooDeep(this.key, this.maxDepth);
     this.pos += m[0].length;
     const args: unknown[] = [];
     this.skip();
@@ -241,20 +300,21 @@ class WhereParser {
         if (c !== ",") this.fail("expected ',' or ')'");
       }
     }
+    this.depth--;
     return [op, ...args];
   }
 
   atom(): unknown {
     this.skip();
-    const rest = this.text.slice(this.pos);
+    const c = this.text[this.pos];
     let m: RegExpExecArray | null;
-    if (rest.startsWith("'")) return [this.quoted("'")];
-    if (rest.startsWith('"')) return this.quoted('"');
-    if ((m = /^-?\d+(\.\d+)?([eE][+-]?\d+)?(?![A-Za-z0-9_.])/.exec(rest))) {
+    if (c === "'") return [this.quoted("'")];
+    if (c === '"') return this.quoted('"');
+    if ((m = at(NUMBER, this.text, this.pos))) {
       this.pos += m[0].length;
       return Number(m[0]);
     }
-    if ((m = /^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?/.exec(rest))) {
+    if ((m = at(NAME, this.text, this.pos))) {
       this.pos += m[0].length;
       if (m[0] === "true") return true;
       if (m[0] === "false") return false;

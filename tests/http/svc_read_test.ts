@@ -285,6 +285,26 @@ Deno.test("ComplexQuery errors and gates", async () => {
   await m.body?.cancel();
 });
 
+Deno.test("GET nested past http.max_json_depth: 400 with its limit, never a 500", async () => {
+  // 10,000 open calls overflowed the where parser's stack (500 INTERNAL); thousands of nested
+  // joins cost quadratic work before the depth limit of the compiler saw them.
+  for (
+    const qs of [
+      `relation=artist&where=${"not(".repeat(10_000)}`,
+      `relation=artist&where=${"not(".repeat(3000)}eq(artist_id,1)${")".repeat(3000)}`,
+      `relation=artist&${"join.a.".repeat(6000)}relation=artist`,
+    ]
+  ) {
+    const r = await srv.get(`/svc?${qs}`);
+    const body = await r.json();
+    assert.equal(r.status, 400, JSON.stringify(body).slice(0, 300));
+    assert.equal(body.code, "QUERY_INVALID");
+    assert.equal(body.details.limit, "http.max_json_depth");
+  }
+  const ok = await srv.get("/svc?relation=artist&where=not(not(gt(artist_id,274)))&select=name");
+  assert.deepEqual(await ok.json(), [{ name: "Philip Glass Ensemble" }]);
+});
+
 Deno.test("bad input: code, status and JSON pointer, never a 500", async () => {
   const cases: [unknown, string, number, string | null][] = [
     ["{not json", "QUERY_INVALID", 400, ""],

@@ -6,6 +6,7 @@ import { parseGetQuery, parseWhere } from "../../src/request/query_string.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import { SvcError } from "../../src/svc_error.ts";
+import { parseJson } from "../../src/request/body.ts";
 
 const uri = await chinookDb("gets", FIXTURE_SQL);
 const schema = await schemaOf(uri);
@@ -255,6 +256,65 @@ Deno.test("GET: ComplexQuery parameters and unknown parameters are rejected", ()
   assert.ok(Object.hasOwn(t.join as object, "__proto__"));
   assert.equal(({} as Record<string, unknown>).relation, undefined);
 });
+
+/** The error of parsing GET `qs` with `maxDepth`, asserted to be the nesting limit's. */
+function tooDeep(qs: string, parameter: string, maxDepth?: number): void {
+  try {
+    parseGetQuery(new URLSearchParams(qs), maxDepth);
+  } catch (e) {
+    assert.ok(e instanceof SvcError, `not a SvcError: ${e}`);
+    assert.equal(e.code, "QUERY_INVALID", e.message);
+    assert.deepEqual(e.details, { parameter, limit: "http.max_json_depth" });
+    return;
+  }
+  assert.fail(`no error for ${qs.slice(0, 80)}…`);
+}
+
+/** The POST body equivalent of a GET tree passes the body's rule exactly when the GET passes. */
+function bodyPasses(tree: unknown, maxDepth: number): boolean {
+  try {
+    parseJson(JSON.stringify(tree), maxDepth);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("GET nesting obeys http.max_json_depth as a body does: 400, never a stack overflow", () => {
+  const nots = (n: number) => "not(".repeat(n) + "eq(a,1)" + ")".repeat(n);
+  // 63 calls under the root relation: the depth of a body's where nested as deep (64 levels).
+  const ok = parseGetQuery(new URLSearchParams(`relation=artist&where=${nots(62)}`)).tree;
+  assert.ok(bodyPasses(ok, 64));
+  tooDeep(`relation=artist&where=${nots(63)}`, "where");
+  assert.ok(!bodyPasses({ relation: "artist", where: nestedNot(64) }, 64));
+  // What broke the parser (a RangeError, 500): 10,000 open calls, closed or not.
+  tooDeep(`relation=artist&where=${"not(".repeat(10_000)}`, "where");
+  tooDeep(`relation=artist&where=${nots(10_000)}`, "where");
+  // A quoted value is one level more (["text"]); a dotted name too ([".", a, b]).
+  tooDeep(`relation=artist&where=${"not(".repeat(62)}eq(a,'x')${")".repeat(62)}`, "where");
+  // Joins: `join.<alias>.` is two levels (join, then the alias), as in a body.
+  const joins = (k: number) => "join.a.".repeat(k);
+  const deepest = parseGetQuery(new URLSearchParams(`relation=artist&${joins(31)}relation=x`));
+  assert.ok(bodyPasses(deepest.tree, 64));
+  tooDeep(`relation=artist&${joins(32)}relation=x`, `${joins(32)}relation`);
+  tooDeep(`relation=artist&${joins(6000)}relation=x`, `${joins(6000)}relation`);
+  // A join's where counts from the joined relation's level.
+  tooDeep(`relation=artist&${joins(20)}where=${nots(30)}`, `${joins(20)}where`);
+  // A smaller configured limit applies to every parameter.
+  tooDeep(`relation=artist&join.a.on.x=y`, "join.a.on.x", 3);
+  tooDeep(`relation=artist&where=${nots(5)}`, "where", 4);
+  // Wide is not deep: 20,000 arguments parse (linear work: no slice of the rest per token).
+  const wide = parseGetQuery(
+    new URLSearchParams(`relation=artist&where=or(${Array(20_000).fill("eq(a,1)").join(",")})`),
+  ).tree;
+  assert.equal((wide.where as unknown[]).length, 20_001);
+});
+
+function nestedNot(n: number): unknown {
+  let e: unknown = ["=", "a", 1];
+  for (let i = 0; i < n; i++) e = ["not", e];
+  return e;
+}
 
 Deno.test("stop the database", async () => {
   await sql.end();
