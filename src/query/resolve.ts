@@ -155,6 +155,57 @@ export async function hideUnreadable(
   return err;
 }
 
+/** What a batch asks before its answer may stream ({@link aheadQuestion}). */
+export interface AheadQuestion {
+  sql: string;
+  params: unknown[];
+  /** The unknown-name error of the first item naming a source the role may not use, or null. */
+  hidden(rows: Record<string, unknown>[]): SvcError | null;
+}
+
+/**
+ * A batch's answer streams once it outgrows the answer buffer, and its status goes with the first
+ * bytes: a later item naming a relation or function the role holds no privilege on would then fail
+ * mid-stream (200, truncated), where one naming nothing that exists fails before anything runs
+ * (404), which would tell a hidden relation from a missing one (docs/endpoint.md). So a batch asks
+ * first, in its transaction, which of the sources its later items (`positions`) name the role may
+ * use, and no byte of the answer is sent before the answer came; the first item naming one it may
+ * not use is answered as its unknown-name error, with its batch index. Null when nothing needs
+ * asking (only well-known queries, or nothing named that needs a privilege).
+ */
+export function aheadQuestion(ctx: QueryContext, positions: Position[]): AheadQuestion | null {
+  const found: { f: FoundSource; index?: number }[] = [];
+  for (const p of positions) {
+    let sink: FoundSource[] = [];
+    try {
+      resolveQuery(ctx, p.query, p.pointer, undefined, sink);
+    } catch (e) {
+      // Planned already (so it parses): a row-type cast stops the parse to ask which row types
+      // the role may use; parsed again as if it could use them all, to collect every name.
+      if (e instanceof NeedRowTypes) {
+        sink = [];
+        try {
+          resolveQuery(ctx, p.query, p.pointer, new Set(e.relations), sink);
+        } catch { /* what it named so far */ }
+      }
+    }
+    for (const f of sink) found.push({ f, index: p.index });
+  }
+  const q = usableStatement(found.map((x) => x.f.candidate));
+  if (q === null) return null;
+  return {
+    ...q,
+    hidden(rows) {
+      const usable = usableOf(rows[0]);
+      const first = found.findIndex((x, i) => x.f.candidate.need !== undefined && !usable.has(i));
+      if (first < 0) return null;
+      const err = found[first].f.unknown();
+      if (found[first].index !== undefined) markBatchIndex(err, found[first].index);
+      return err;
+    },
+  };
+}
+
 /**
  * Resolves a query position: an ad-hoc Relation or `{wellknown, params}`. `found` collects the
  * relations and functions it names (see {@link hideUnreadable}).

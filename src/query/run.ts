@@ -20,6 +20,7 @@ import type { CompiledWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { CACHE_MAX_KEY, type CachedRead, readCache } from "./cache.ts";
 import {
+  aheadQuestion,
   hideUnreadable,
   type Position,
   resolve,
@@ -99,6 +100,8 @@ interface PlannedWrite {
 /** A query of a POST body, resolved (a write also planned) before its transaction starts. */
 interface Planned {
   q: ComplexQuery;
+  /** The JSON pointer of its query (`q.query`). */
+  at: string;
   r: Resolved;
   /** Set for a write. */
   write?: PlannedWrite;
@@ -118,10 +121,10 @@ async function planQuery(ctx: QueryContext, q: ComplexQuery, pointer: string): P
   const isWrite = q.data !== undefined;
   // A row-type cast asks PostgreSQL what the role may select (resolve), before the transaction.
   const at = `${pointer}${q.complex || isWrite ? "/query" : ""}`;
-  if (!isWrite) return { q, r: await resolve(ctx, q.query, at) };
+  if (!isWrite) return { q, at, r: await resolve(ctx, q.query, at) };
   const r = await resolveWrite(ctx, q.query, at);
   const w = planAndCompileWrite(r.node, q.data, `${pointer}/data`, writeOptions(ctx, q, r));
-  return { q, r, write: { r, w } };
+  return { q, at, r, write: { r, w } };
 }
 
 /**
@@ -243,12 +246,29 @@ const RESULT = encoder.encode('{"result":');
  */
 function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Body> {
   const { promise, resolve, reject } = Promise.withResolvers<Body>();
-  const sink = ctx.sink(resolve);
+  const answerSink = ctx.sink(resolve);
+  let sink = answerSink;
   // Only reads, none with rollback: a replica may answer (svc's own lookups stay on ctx.db).
   const db = items.every((i) => !i.write && !i.q.rollback)
     ? readTarget(ctx, items.map((i) => i.r.node))
     : ctx.db;
+  // A batch asks which sources its later items name the role may use before any byte streams
+  // (src/query/resolve.ts aheadQuestion): sent ahead of the first item, no round trip of its own.
+  const ahead = batch && items.length > 1
+    ? aheadQuestion(
+      ctx,
+      items.slice(1).map((it, k) => ({ query: it.q.query, pointer: it.at, index: k + 1 })),
+    )
+    : null;
   const run = transaction(db, ctx.who, async (tx) => {
+    if (ahead) {
+      const gate = tx.query(ahead.sql, ahead.params).then((rows) => {
+        const hidden = ahead.hidden(rows);
+        if (hidden) throw indexed(hidden);
+      });
+      gate.catch(() => {}); // met at the first flush that would stream, if any
+      sink = gated(answerSink, gate);
+    }
     if (batch) sink.push(OPEN);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
@@ -262,7 +282,7 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
         }
         await sink.flush();
       } catch (e) {
-        if (batch) markBatchIndex(e, i);
+        if (batch && !hasOwnIndex.has(e as object)) markBatchIndex(e, i);
         throw e;
       }
     }
@@ -278,6 +298,35 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
     sink.abort(e);
   });
   return promise;
+}
+
+/** Errors that carry the batch index of the item they are about, not the one running. */
+const hasOwnIndex = new WeakSet<object>();
+
+function indexed(e: SvcError): SvcError {
+  hasOwnIndex.add(e);
+  return e;
+}
+
+/**
+ * `sink`, whose answer starts streaming only once `gate` resolved (a batch's question about its
+ * later items, {@link aheadQuestion}); a rejected gate fails the flush that would have streamed.
+ * Before that, a flush waits for the gate; after, the sink is used as it is.
+ */
+function gated(sink: AnswerSink, gate: Promise<void>): AnswerSink {
+  let open = false;
+  gate.then(() => (open = true), () => {});
+  return {
+    get streaming() {
+      return sink.streaming;
+    },
+    push: (b) => sink.push(b),
+    flush: () => (open ? sink.flush() : gate.then(() => sink.flush())),
+    settled: () => sink.settled(),
+    bytes: () => sink.bytes(),
+    end: () => sink.end(),
+    abort: (e) => sink.abort(e),
+  };
 }
 
 /**
