@@ -17,7 +17,7 @@
  * @module
  */
 import type { Connection } from "../pg/connection.ts";
-import { PgError, PgSkippedError } from "../pg/errors.ts";
+import { PgError, PgFetchTooLargeError, PgSkippedError } from "../pg/errors.ts";
 import type { Result, RowSink, Statement } from "../pg/connection.ts";
 import type { Row, Tx } from "./tx.ts";
 import { SvcError } from "../svc_error.ts";
@@ -58,10 +58,15 @@ export class JsonPieces {
   #done: Uint8Array[] = [];
   /** Rows written so far. */
   rows = 0;
+  /** The largest row written, in bytes (for {@link nextFetch}). */
+  maxRow = 0;
+  /** See RowSink.maxFetchBytes (src/pg/connection.ts). */
+  readonly maxFetchBytes = FETCH_BYTES;
 
   /** Appends `buf[start, end)` (`end < start`: SQL NULL, written as `null`). */
   row(buf: Uint8Array, start: number, end: number): void {
     const len = end < start ? 4 : end - start;
+    if (len > this.maxRow) this.maxRow = len;
     if (this.#slab.length - this.#at < len + 1) {
       // The slab's last piece: once it is handed on, nothing reads the slab (src/util/handoff.ts).
       this.#close(true);
@@ -107,6 +112,23 @@ export const PRELUDE = 2;
 
 /** Rows fetched per round trip of a read; a first batch smaller than this ends the read. */
 export const FETCH_BATCH = 1000;
+
+/**
+ * The bytes one fetch of a read may bring (its first row always, up to `pg.query.max_row_size`):
+ * what a read holds in memory at a time, whatever its rows' size. A first fetch that would bring
+ * more is run again asking for the rows that fitted; later fetches ask for as many rows as
+ * {@link FETCH_TARGET} holds at the largest row seen, and one bringing more anyway (rows growing
+ * more than eightfold) fails the read (docs/endpoint.md, "Large answers").
+ */
+export const FETCH_BYTES = 16 * 1024 * 1024;
+
+/** The bytes a fetch after the first aims at ({@link nextFetch}). */
+export const FETCH_TARGET = 2 * 1024 * 1024;
+
+/** Rows for the next fetch of a read whose largest row so far had `maxRow` bytes. */
+export function nextFetch(maxRow: number, batch: number): number {
+  return Math.max(1, Math.min(batch, Math.floor(FETCH_TARGET / Math.max(1, maxRow))));
+}
 
 /**
  * How {@link runAs} ends the transaction: `"commit"` or `"rollback"`, sent in the same write as
@@ -404,9 +426,19 @@ async function inside<T>(
       if (tooMany) throw tooMany;
       // A named portal with a row limit: it survives the transaction's other statements (which
       // use the unnamed one) between fetches, and ends with the transaction.
-      const portal = `svc_rows${++portals}`;
-      const sink = new JsonPieces();
-      let r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
+      let portal = `svc_rows${++portals}`;
+      let sink = new JsonPieces();
+      let r: Result;
+      try {
+        r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
+      } catch (e) {
+        // Rows too large to take 1,000 at a time: asked again, as many as fitted (its first
+        // portal stays suspended until the transaction ends; nothing of it was handed on).
+        if (!(e instanceof PgFetchTooLargeError)) throw e;
+        portal = `svc_rows${++portals}`;
+        sink = new JsonPieces();
+        r = await conn.query({ sql, params, prepare: true, sink, maxRows: e.rows, portal });
+      }
       touch(); // a batch of rows came: the lease makes progress
       let handed = 0;
       for (;;) {
@@ -418,7 +450,7 @@ async function inside<T>(
           await each(sink.take(final));
         }
         if (final) return sink.rows;
-        r = await open.fetch(portal, batch, sink);
+        r = await open.fetch(portal, nextFetch(sink.maxRow, batch), sink);
       }
     },
   };

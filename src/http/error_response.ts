@@ -5,6 +5,7 @@
  */
 import { batchIndexOf, markBatchIndex, SvcError } from "../svc_error.ts";
 import { rowTooLarge } from "../compile/rowsize.ts";
+import { PgFetchTooLargeError } from "../pg/errors.ts";
 
 /** What the mapping needs to know about the request. */
 export interface ErrorContext {
@@ -92,6 +93,13 @@ function convert(e: unknown, ctx: ErrorContext): SvcError {
     // (tsquery, jsonpath) rejecting it. It answers like any value that does not convert (22P02);
     // a 42601 from a statement carries its position.
     const code = e.code === "42601" && !e.position && !e.internal_position ? "22P02" : e.code!;
+    if (e instanceof PgFetchTooLargeError) {
+      return new SvcError(
+        "QUERY_RESULT_TOO_LARGE",
+        `the answer's rows grew past ${e.maxFetchBytes} bytes in one fetch of a streamed read; ` +
+          "narrow the query (select, where, limit on joins)",
+      );
+    }
     const tooLarge = rowTooLarge(e);
     if (tooLarge !== null) {
       return new SvcError(

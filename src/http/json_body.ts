@@ -10,7 +10,16 @@
 import type { Result, RowSink, Statement } from "../pg/connection.ts";
 import type { ReadRecord } from "../query/context.ts";
 import type { Database } from "../db/pool.ts";
-import { type EndOptions, FETCH_BATCH, type OpenTx, PRELUDE, runAs } from "../db/run_as.ts";
+import {
+  type EndOptions,
+  FETCH_BATCH,
+  FETCH_BYTES,
+  nextFetch,
+  type OpenTx,
+  PRELUDE,
+  runAs,
+} from "../db/run_as.ts";
+import { PgFetchTooLargeError } from "../pg/errors.ts";
 import type { RequestRole } from "../auth/roles.ts";
 
 const OPEN = 0x5b; // [
@@ -117,14 +126,19 @@ export class JsonArraySink implements RowSink {
   rows = 0;
   /** Rows larger than this are refused by the client (src/pg/connection.ts); Infinity: none. */
   maxRowBytes: number;
+  /** What one fetch may bring (RowSink.maxFetchBytes, src/pg/connection.ts); Infinity: no limit. */
+  maxFetchBytes: number;
+  /** The largest row taken, in bytes (for the next fetch's size, src/db/run_as.ts nextFetch). */
+  maxRow = 0;
 
   /**
    * An empty collector; `expected`: the answer's likely size in bytes (the last answer of the same
    * read), so that a larger answer is built in one buffer of about its size instead of growing;
-   * `maxRowBytes`: see {@link maxRowBytes}.
+   * `maxRowBytes`, `maxFetchBytes`: see {@link maxRowBytes}, {@link maxFetchBytes}.
    */
-  constructor(expected = 0, maxRowBytes = Infinity) {
+  constructor(expected = 0, maxRowBytes = Infinity, maxFetchBytes = FETCH_BYTES) {
     this.maxRowBytes = maxRowBytes;
+    this.maxFetchBytes = maxFetchBytes;
     this.#buf = expected + 2 > SCRATCH
       ? sized(Math.min(expected + (expected >> 4) + 64, EXPECTED_MAX))
       : scratch.pop() ?? new Uint8Array(SCRATCH);
@@ -138,6 +152,7 @@ export class JsonArraySink implements RowSink {
   /** Appends one row (SQL NULL becomes `null`). */
   row(buf: Uint8Array, start: number, end: number): void {
     const len = end < start ? 4 : end - start;
+    if (len > this.maxRow) this.maxRow = len;
     if (this.#n + len + 2 > this.#buf.length) this.#grow(len + 2);
     const out = this.#buf;
     out[this.#n++] = this.rows++ === 0 ? OPEN : COMMA;
@@ -253,13 +268,20 @@ export function readJson(
   opts: { small?: boolean; batch?: number; maxRowBytes?: number; seen?: ReadRecord } = {},
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const batch = opts.batch ?? FETCH_BATCH;
+  // A read without a record calls a VOLATILE function: its one-batch try commits at its Sync, so
+  // it is never run again, and its rows are not bounded per fetch there.
+  const rerunnable = opts.seen !== undefined;
   const seen = opts.seen ?? {};
   if (!opts.small && !seen.fitted) {
     return cursorRead(db, who, sql, params, batch, opts.maxRowBytes, seen, seen.bytes);
   }
   // Not an async function: the one-batch read's answer is made in a handler of runAs's promise,
   // no suspended frame of its own kept alive across the round trip.
-  const sink = new JsonArraySink(seen.bytes, opts.maxRowBytes);
+  const sink = new JsonArraySink(
+    seen.bytes,
+    opts.maxRowBytes,
+    rerunnable ? FETCH_BYTES : Infinity,
+  );
   const stmt: Statement = opts.small
     ? { sql, params, sink }
     : { sql, params, sink, maxRows: batch };
@@ -278,11 +300,20 @@ export function readJson(
     return cursorRead(db, who, sql, params, batch, opts.maxRowBytes, seen, 0);
   }, (e) => {
     sink.release();
-    throw e;
+    // Rows too large to hold this many at a time: read as a cursor, as many rows per fetch as
+    // fitted (nothing of the first try was sent; read-only, so running it again changes nothing).
+    if (!(e instanceof PgFetchTooLargeError)) throw e;
+    seen.fitted = false;
+    seen.bytes = undefined;
+    return cursorRead(db, who, sql, params, batch, opts.maxRowBytes, seen, 0, e.rows);
   });
 }
 
-/** A cursor read ({@link readJson}); `expected`: the answer's likely size in bytes. */
+/**
+ * A cursor read ({@link readJson}); `expected`: the answer's likely size in bytes; `first`: rows
+ * of its first fetch (default `batch`). A first fetch whose rows would pass FETCH_BYTES
+ * (src/db/run_as.ts) is rolled back and run again asking for the rows that fitted.
+ */
 async function cursorRead(
   db: Database,
   who: RequestRole,
@@ -292,15 +323,19 @@ async function cursorRead(
   maxRowBytes: number | undefined,
   seen: ReadRecord,
   expected: number | undefined,
+  first = batch,
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   const sink = new JsonArraySink(expected, maxRowBytes);
   try {
-    return await runAs(db, who, [{ sql, params, sink, maxRows: batch }], {
+    return await runAs(db, who, [{ sql, params, sink, maxRows: first }], {
       end: "open",
       body: (open) => cursor(open, sink, batch, seen),
     });
   } catch (e) {
     sink.release();
+    if (e instanceof PgFetchTooLargeError && e.rows < first) {
+      return cursorRead(db, who, sql, params, batch, maxRowBytes, seen, 0, e.rows);
+    }
     throw e;
   }
 }
@@ -353,7 +388,7 @@ async function cursor(
       try {
         // Progress: a batch came and the client took the earlier ones. A client that stops
         // reading holds the lease only until the lease deadline (see src/db/pool.ts).
-        const more = await open.fetch("", batch, sink);
+        const more = await open.fetch("", nextFetch(sink.maxRow, batch), sink);
         if (ended) return; // cancelled meanwhile
         const done = !more.suspended;
         controller.enqueue(sink.take(done));

@@ -28,6 +28,7 @@ import {
   parseFields,
   PgConnectionError,
   PgError,
+  PgFetchTooLargeError,
   type PgFields,
   PgRowTooLargeError,
   PgSkippedError,
@@ -68,6 +69,14 @@ export interface RowSink {
    * buffered (see the module's notes). Read when the statement (or fetch) is issued.
    */
   readonly maxRowBytes?: number;
+  /**
+   * Bytes one statement or fetch may hand it (its rows' columns' bytes), its first row always
+   * accepted: a row that would go past them is refused like an oversized row, with a
+   * {@link PgFetchTooLargeError} saying how many rows fitted, so that the consumer asks for fewer
+   * rows at a time (a fetch of 1,000 rows of 2 MB each would otherwise be 2 GB in memory). Read
+   * when the statement (or fetch) is issued.
+   */
+  readonly maxFetchBytes?: number;
 }
 
 /** The result of one statement. */
@@ -126,6 +135,11 @@ const WRITE_SIZE = 16 << 10;
 
 const dec = new TextDecoder();
 
+/** Whether a row of `size` bytes goes past what `r`'s sink takes (its first row never does). */
+function overBudget(r: Running, size: number): boolean {
+  return size > r.budget && r.result.rowCount > 0;
+}
+
 /** A named prepared statement of this connection. */
 interface Prepared {
   name: string;
@@ -147,6 +161,8 @@ interface Running {
   cap: number;
   /** Whether a row was refused (the statement failed; its later rows are dropped). */
   refused: boolean;
+  /** Bytes the sink still takes in this statement or fetch ({@link RowSink.maxFetchBytes}). */
+  budget: number;
   fields: Field[] | null;
   prepared: Prepared | null;
   /** Whether this statement's Parse (named) is in the batch. */
@@ -490,6 +506,7 @@ export class Connection {
           sink: opts.sink,
           cap: opts.sink?.maxRowBytes ?? Infinity,
           refused: false,
+          budget: opts.sink?.maxFetchBytes ?? Infinity,
           fields: opts.fields ?? null,
           prepared: null,
           parsed: false,
@@ -590,6 +607,7 @@ export class Connection {
           sink: s.sink,
           cap: s.sink?.maxRowBytes ?? Infinity,
           refused: false,
+          budget: s.sink?.maxFetchBytes ?? Infinity,
           fields,
           prepared: prep,
           parsed: prep !== null && parsed,
@@ -818,7 +836,7 @@ export class Connection {
     const p = this.#head();
     if (!p || p.kind !== "batch" || p.copyOut) return false;
     const r = p.stmts[p.at];
-    if (!r || !r.sink || (r.cap === Infinity && !r.refused)) return false;
+    if (!r || !r.sink || (r.cap === Infinity && r.budget === Infinity && !r.refused)) return false;
     if (!r.refused) {
       if (re - rs < 7) {
         // The column count is not here yet: wait for it (room for it is made by the read loop).
@@ -826,7 +844,7 @@ export class Connection {
         return true;
       }
       const size = need - 7 - 4 * this.#rv.getInt16(rs + 5);
-      if (size <= r.cap) return false;
+      if (size <= r.cap && !overBudget(r, size)) return false;
       this.#refuse(p, r, size);
     }
     this.#skip = need - (re - rs);
@@ -834,11 +852,16 @@ export class Connection {
     return true;
   }
 
-  /** Fails the statement `r` of `p` for a row of `size` bytes over its sink's cap. */
+  /**
+   * Fails the statement `r` of `p` for a row of `size` bytes over its sink's cap, or past what
+   * the sink takes in one fetch.
+   */
   #refuse(p: Pending, r: Running, size: number): void {
     r.refused = true;
     if (p.error === null) {
-      const err = new PgRowTooLargeError(size, r.cap);
+      const err = size > r.cap
+        ? new PgRowTooLargeError(size, r.cap)
+        : new PgFetchTooLargeError(r.result.rowCount, r.sink?.maxFetchBytes ?? 0);
       err.statementIndex = p.at;
       p.error = err;
     }
@@ -857,6 +880,7 @@ export class Connection {
           sink: undefined,
           cap: Infinity,
           refused: false,
+          budget: Infinity,
           fields: null,
           prepared: null,
           parsed: false,
@@ -1142,10 +1166,12 @@ export class Connection {
     if (r.sink) {
       if (n < 1 || e - o < 4) throw protocolError("DataRow without a column");
       // The row's size: its columns' bytes (the message less the count and the lengths).
-      if (e - o - 4 * n > r.cap || r.refused) {
-        if (!r.refused) this.#refuse(p, r, e - o - 4 * n);
+      const size = e - o - 4 * n;
+      if (size > r.cap || r.refused || overBudget(r, size)) {
+        if (!r.refused) this.#refuse(p, r, size);
         return;
       }
+      r.budget -= size;
       const len = rv.getInt32(o);
       o += 4;
       if (len > e - o) throw protocolError("DataRow column beyond its message");

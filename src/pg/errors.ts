@@ -127,6 +127,31 @@ export class PgRowTooLargeError extends PgError {
 }
 
 /**
+ * svc's client refused a row because it would take the rows of one statement or fetch past what
+ * its sink takes at a time (`RowSink.maxFetchBytes`): like a {@link PgRowTooLargeError}, the
+ * server knows nothing of it and the connection is usable; the portal of a fetch is still open.
+ * `rows` rows fitted: the consumer asks for at most that many at a time. Code 54000.
+ */
+export class PgFetchTooLargeError extends PgError {
+  /** Rows the sink took before the refused one. */
+  readonly rows: number;
+  /** The bytes one fetch may hand the sink. */
+  readonly maxFetchBytes: number;
+
+  /** A refusal after `rows` rows, past `maxFetchBytes`. */
+  constructor(rows: number, maxFetchBytes: number) {
+    super({
+      severity: "ERROR",
+      code: "54000",
+      message: `the rows of one fetch would exceed ${maxFetchBytes} bytes after ${rows} rows`,
+    });
+    this.name = "PgFetchTooLargeError";
+    this.rows = rows;
+    this.maxFetchBytes = maxFetchBytes;
+  }
+}
+
+/**
  * Codes of {@link PgConnectionError}: `CONNECTION_CLOSED` (the socket ended or errored, or the
  * server broke the protocol: the connection is unusable), `CONNECTION_ENDED` (closed by this
  * side), `CONNECT_TIMEOUT`, `ECONNREFUSED`, `ENOTFOUND`, and the SQLSTATE `08001` (the client could

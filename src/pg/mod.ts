@@ -19,6 +19,7 @@ export {
   type ConnectionErrorCode,
   PgConnectionError,
   PgError,
+  PgFetchTooLargeError,
   type PgFields,
   PgRowTooLargeError,
   PgSkippedError,

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { Connection } from "../../src/pg/connection.ts";
-import { PgRowTooLargeError } from "../../src/pg/errors.ts";
+import { PgFetchTooLargeError, PgRowTooLargeError } from "../../src/pg/errors.ts";
 import { JsonArraySink } from "../../src/http/json_body.ts";
 import { emptyDb, stopDb } from "../helpers/db.ts";
 import { runProbe } from "../helpers/probe.ts";
@@ -170,6 +170,43 @@ Deno.test({
     } finally {
       await c.close();
       srv.close();
+    }
+  },
+});
+
+Deno.test({
+  ...T,
+  name: "fetch budget: rows past maxFetchBytes are refused after the first; the portal goes on",
+  async fn() {
+    const c = await open();
+    try {
+      const sql = "select repeat('z', 1000) from generate_series(1, 50)";
+      await c.execute([{ sql: "begin" }]);
+      // 3,500 bytes a fetch: 3 rows of 1,000 fit, the 4th is refused (its bytes skipped).
+      const budget = (n: number) => {
+        const sink = new JsonArraySink(0, Infinity, n);
+        return sink;
+      };
+      const e = await c.execute([{ sql, sink: budget(3500), maxRows: 40, portal: "p1" }])
+        .then(() => null, (e) => e);
+      assert.ok(e instanceof PgFetchTooLargeError, `refused: ${e}`);
+      assert.equal(e.rows, 3);
+      assert.equal(e.maxFetchBytes, 3500);
+      // The connection is usable and the transaction open: a new portal asks for 3 at a time, and
+      // the first row always passes, even over the budget.
+      const sink = budget(3500);
+      const [r] = await c.execute([{ sql, sink, maxRows: 3, portal: "p2" }]);
+      assert.ok(r.suspended);
+      assert.equal(sink.rows, 3);
+      const one = budget(10);
+      const more = await c.fetch("p2", 1, { sink: one });
+      assert.equal(one.rows, 1);
+      assert.ok(more.suspended);
+      await c.execute([{ sql: "commit" }]);
+      const [x] = await c.execute([{ sql: "select 7 as seven" }]);
+      assert.deepEqual(x.rows, [{ seven: 7 }]);
+    } finally {
+      await c.close();
     }
   },
 });
