@@ -7,6 +7,7 @@ import type { Expr, RelationNode } from "../compile/ast.ts";
 import type { Column, ForeignKey, Func, Relation, Schema } from "../db/schema.ts";
 import { canExecute, canSelect } from "../db/schema.ts";
 import type { ParamDef } from "../wellknown/registry.ts";
+import { byGrants, wellKnownUsable } from "../wellknown/usable.ts";
 import { CLIENT_SOURCE } from "./client_source.ts";
 import { columnType, key, lit, tsType } from "./type_map.ts";
 import denoJson from "../../deno.json" with { type: "json" };
@@ -280,7 +281,10 @@ export async function generateClient(
 
   out.push("/** Well-known queries: parameters and result rows. */");
   out.push("export interface WellKnowns {");
-  for (const w of [...wellknown].sort((a, b) => cmp(a.name, b.name))) {
+  // Only what the role may run: one over relations it cannot read would describe their columns.
+  const can = opts.role === null ? null : byGrants(schema, opts.role);
+  const runnable = wellknown.filter((w) => can === null || wellKnownUsable(schema, w.node, can));
+  for (const w of runnable.sort((a, b) => cmp(a.name, b.name))) {
     out.push(
       `  ${lit(w.name)}: {\n    params: ${paramsType(w.params)};\n    row: ${
         nodeType(schema, w.node, "    ")

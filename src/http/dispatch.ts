@@ -21,6 +21,7 @@ import { routeInfo } from "../state/route_table.ts";
 import { databaseJson } from "../client/database_json.ts";
 import { databaseTsResponse } from "../client/endpoint.ts";
 import { schemaOids, visibleTo } from "../client/visible.ts";
+import { wellKnownUsable } from "../wellknown/usable.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { errorResponse } from "./error_response.ts";
 import { metricsOnMain, metricsResponse } from "./metrics_endpoint.ts";
@@ -146,11 +147,17 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
       const schema = ctx.state.schema;
       const on = ctx.read?.() ?? db;
       const visible = await transaction(on, ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
+      // Only the well-known queries the role may run (src/wellknown/usable.ts).
+      const can = {
+        relation: (r: { oid: number }) => visible.relations.has(r.oid),
+        func: (f: { oid: number }) => visible.functions.has(f.oid),
+      };
+      const wk = ctx.state.wellknown;
       return Response.json(
         databaseJson(
           schema,
           ctx.who.role,
-          ctx.state.wellknown.list(),
+          wk.list().filter((w) => wellKnownUsable(schema, wk.get(w.name).node, can)),
           routeInfo(ctx.state.routes),
           visible,
         ),

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { markBatchIndex, SvcError } from "../svc_error.ts";
+import { batchIndexOf, markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
 import { type FoundSource, NeedRowTypes } from "../compile/parse_common.ts";
@@ -115,6 +115,8 @@ export async function hideUnreadable(
   } catch {
     return e;
   }
+  const denied = deniedWellKnown(e, list ?? []);
+  if (denied) return denied;
   const found: { f: FoundSource; index?: number }[] = [];
   for (const p of list ?? []) {
     const sink: FoundSource[] = [];
@@ -152,6 +154,28 @@ export async function hideUnreadable(
   }
   const err = found[first].f.unknown();
   if (found[first].index !== undefined) markBatchIndex(err, found[first].index);
+  return err;
+}
+
+/**
+ * A well-known query the role holds no privilege for (PostgreSQL's 42501 from its statement)
+ * answers as one that does not exist, WELL_KNOWN_UNKNOWN_QUERY: the denial would name the table or
+ * function it reads, which the role is not shown anywhere else (its generated client and
+ * database.json leave such queries out, src/wellknown/usable.ts). Null when `e` is no such denial.
+ */
+function deniedWellKnown(e: unknown, list: Position[]): SvcError | null {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (code !== "42501" && code !== "PG_42501") return null;
+  const index = batchIndexOf(e) ??
+    (e instanceof SvcError ? (e.details as { index?: number } | undefined)?.index : undefined);
+  const at = list.length === 1 ? list[0] : list.find((p) => p.index === index);
+  const q = at?.query;
+  if (!isObject(q) || typeof q.wellknown !== "string") return null;
+  const err = new SvcError(
+    "WELL_KNOWN_UNKNOWN_QUERY",
+    `unknown well-known query ${JSON.stringify(q.wellknown)}`,
+  );
+  if (at?.index !== undefined) markBatchIndex(err, at.index);
   return err;
 }
 

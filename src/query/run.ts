@@ -532,7 +532,7 @@ export async function runGet(ctx: QueryContext, url: URL): Promise<Body> {
   } catch (e) {
     const answered = await hideUnreadable(ctx, e, () => {
       const g = parseGetQuery(url.searchParams, ctx.cfg.http.max_json_depth);
-      return g.wellknown !== undefined ? null : [{ query: g.tree, pointer: "" }];
+      return [{ query: g.tree, pointer: "" }];
     });
     await settleHint(ctx, answered);
     throw answered;
