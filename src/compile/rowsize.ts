@@ -11,8 +11,9 @@
  */
 import type { Statement } from "./ast.ts";
 import { PgRowTooLargeError } from "../pg/errors.ts";
+import { ROW_TOO_LARGE_MARKER } from "../util/markers.ts";
 
-const MARKER = "svc:row_too_large:";
+const MARKER = ROW_TOO_LARGE_MARKER;
 
 /**
  * Wraps a read whose rows are one JSON column `j`. The failing branch depends on the row, so the

@@ -18,6 +18,7 @@ import { planAndCompileWrite, type PlanCompileOptions } from "../write/template.
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
 import type { CompiledWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
+import { redactMarkers } from "../util/markers.ts";
 import { CACHE_MAX_KEY, type CachedRead, readCache } from "./cache.ts";
 import {
   aheadQuestion,
@@ -218,7 +219,7 @@ async function streamRead(
         : [];
     }
     if (q.sql) out.sql = want.sql ? [{ path: [], select: compiled.rows.sql }] : [];
-    const rest = JSON.stringify(withWarnings(ctx, q, out));
+    const rest = redactMarkers(JSON.stringify(withWarnings(ctx, q, out)));
     sink.push(
       encoder.encode(withResult ? (rest === "{}" ? "}" : `,${rest.slice(1)}`) : rest),
     );
@@ -276,7 +277,9 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
       try {
         if (item.write) {
           const result = await runWrite(ctx, tx, item.q, item.write);
-          sink.push(result === undefined ? NULL : encoder.encode(JSON.stringify(result)));
+          sink.push(
+            result === undefined ? NULL : encoder.encode(redactMarkers(JSON.stringify(result))),
+          );
         } else {
           await streamRead(ctx, tx, item, sink);
         }
@@ -447,7 +450,7 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   // The answer's rows are JSON texts: joined, not parsed and serialized again.
   const result = back || wr.answer ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
   if (!q.complex) return result ?? "null";
-  const rest = JSON.stringify(withWarnings(ctx, q, out));
+  const rest = redactMarkers(JSON.stringify(withWarnings(ctx, q, out)));
   if (result === undefined) return rest;
   return `{"result":${result}${rest === "{}" ? "" : `,${rest.slice(1, -1)}`}}`;
 }

@@ -29,9 +29,10 @@ import {
 } from "./statements.ts";
 import type { DeleteStep, PlanNode, RowsStep, Stat, WritePlan } from "./plan_types.ts";
 import type { JsonValue } from "./values.ts";
+import { WRITE_CHECK_MARKER } from "../util/markers.ts";
 
-/** A random marker per process: a payload value cannot forge a check failure. */
-const MARKER = `svc-write-check-${crypto.randomUUID().slice(0, 8)}`;
+/** A marker with a secret per process (src/util/markers.ts): a payload cannot forge a check. */
+const MARKER = WRITE_CHECK_MARKER;
 
 /**
  * Statement texts by query (the parsed tree, alive as long as its request or a cache holds it) and
