@@ -12,7 +12,7 @@ import { markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../request/complex.ts";
-import { parseGetQuery } from "../request/query_string.ts";
+import { checkQueryString, parseGetQuery } from "../request/query_string.ts";
 import { parseJson } from "../request/body.ts";
 import { planAndCompileWrite, type PlanCompileOptions } from "../write/template.ts";
 import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
@@ -546,6 +546,7 @@ async function get(ctx: QueryContext, url: URL): Promise<Body> {
   const key = url.search.length <= CACHE_MAX_KEY ? `${ctx.who.role}\0G${url.search}` : undefined;
   const cached = key === undefined ? undefined : cachedRead(ctx, key);
   if (cached) return await cached;
+  checkQueryString(url.search);
   const g = parseGetQuery(url.searchParams, ctx.cfg.http.max_json_depth);
   if (g.wellknown !== undefined) {
     return plainRead(

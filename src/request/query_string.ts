@@ -57,6 +57,31 @@ function getError(parameter: string, message: string): SvcError {
   return new SvcError("QUERY_INVALID", message, { details: { parameter } });
 }
 
+/**
+ * Refuses a query string whose percent-encoding is broken or does not decode to UTF-8 (400
+ * QUERY_INVALID, `details.parameter` the offending key), where URLSearchParams would put U+FFFD
+ * (or the text as it is) in its place: a POST body is strict UTF-8, so is the GET form.
+ */
+export function checkQueryString(search: string): void {
+  const text = search.startsWith("?") ? search.slice(1) : search;
+  if (!text.includes("%")) return;
+  for (const pair of text.split("&")) {
+    if (!pair.includes("%")) continue;
+    const eq = pair.indexOf("=");
+    for (const part of eq < 0 ? [pair] : [pair.slice(0, eq), pair.slice(eq + 1)]) {
+      try {
+        decodeURIComponent(part.replaceAll("+", " "));
+      } catch {
+        let key = eq < 0 ? pair : pair.slice(0, eq);
+        try {
+          key = decodeURIComponent(key.replaceAll("+", " "));
+        } catch { /* the key itself is the broken part: shown as sent */ }
+        throw getError(key, `'${key}': the query string is not valid percent-encoded UTF-8`);
+      }
+    }
+  }
+}
+
 /** `http.max_json_depth`'s default: the depth a GET tree may have when the caller names none. */
 const DEFAULT_MAX_DEPTH = 64;
 

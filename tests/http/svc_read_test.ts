@@ -301,6 +301,11 @@ Deno.test("GET nested past http.max_json_depth: 400 with its limit, never a 500"
     assert.equal(body.code, "QUERY_INVALID");
     assert.equal(body.details.limit, "http.max_json_depth");
   }
+  // Bytes that are not UTF-8 were decoded to U+FFFD (404 unknown relation '��'); a body is strict.
+  const bad = await srv.get("/svc?relation=%ff%fe");
+  assert.equal(bad.status, 400);
+  assert.equal(bad.headers.get("x-svc-errorcode"), "QUERY_INVALID");
+  await bad.body?.cancel();
   const ok = await srv.get("/svc?relation=artist&where=not(not(gt(artist_id,274)))&select=name");
   assert.deepEqual(await ok.json(), [{ name: "Philip Glass Ensemble" }]);
 });

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL, rowsOf } from "../compile/fixture.ts";
-import { parseGetQuery, parseWhere } from "../../src/request/query_string.ts";
+import { checkQueryString, parseGetQuery, parseWhere } from "../../src/request/query_string.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import { SvcError } from "../../src/svc_error.ts";
@@ -315,6 +315,34 @@ function nestedNot(n: number): unknown {
   for (let i = 0; i < n; i++) e = ["not", e];
   return e;
 }
+
+Deno.test("GET: broken percent-encoding or bytes that are not UTF-8 are 400, never U+FFFD", () => {
+  const refused = (search: string, parameter: string) => {
+    try {
+      checkQueryString(search);
+    } catch (e) {
+      assert.ok(e instanceof SvcError);
+      assert.equal(e.code, "QUERY_INVALID");
+      assert.equal((e.details as { parameter: string }).parameter, parameter);
+      return;
+    }
+    assert.fail(`no error for ${search}`);
+  };
+  refused("?relation=%ff%fe", "relation");
+  refused("relation=artist&where=eq(name,%27%C3%27)", "where");
+  refused("relation=%zz", "relation");
+  refused("%ff=1", "%ff");
+  refused("relation=artist&%ED%A0%80=1", "%ED%A0%80"); // a lone surrogate
+  for (
+    const ok of [
+      "",
+      "?relation=artist",
+      "relation=artist&where=eq(name,%27%C3%A9t%C3%A9%27)",
+      "relation=a+b&select=name",
+      "relation=%F0%9F%98%80",
+    ]
+  ) checkQueryString(ok);
+});
 
 Deno.test("stop the database", async () => {
   await sql.end();
