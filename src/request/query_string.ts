@@ -57,10 +57,13 @@ function getError(parameter: string, message: string): SvcError {
   return new SvcError("QUERY_INVALID", message, { details: { parameter } });
 }
 
+const LONE_PERCENT = /%(?![0-9A-Fa-f]{2})/g;
+
 /**
- * Refuses a query string whose percent-encoding is broken or does not decode to UTF-8 (400
- * QUERY_INVALID, `details.parameter` the offending key), where URLSearchParams would put U+FFFD
- * (or the text as it is) in its place: a POST body is strict UTF-8, so is the GET form.
+ * Refuses a query string whose percent-encoded bytes are not UTF-8 (400 QUERY_INVALID,
+ * `details.parameter` the offending key), where URLSearchParams would put U+FFFD in their place: a
+ * POST body is strict UTF-8, so is the GET form. A `%` not followed by two hex digits stays the
+ * character it is, as URLSearchParams reads it (`like(title,'A%')` typed in a browser).
  */
 export function checkQueryString(search: string): void {
   const text = search.startsWith("?") ? search.slice(1) : search;
@@ -70,13 +73,13 @@ export function checkQueryString(search: string): void {
     const eq = pair.indexOf("=");
     for (const part of eq < 0 ? [pair] : [pair.slice(0, eq), pair.slice(eq + 1)]) {
       try {
-        decodeURIComponent(part.replaceAll("+", " "));
+        decodeURIComponent(part.replace(LONE_PERCENT, "%25"));
       } catch {
         let key = eq < 0 ? pair : pair.slice(0, eq);
         try {
-          key = decodeURIComponent(key.replaceAll("+", " "));
+          key = decodeURIComponent(key.replace(LONE_PERCENT, "%25"));
         } catch { /* the key itself is the broken part: shown as sent */ }
-        throw getError(key, `'${key}': the query string is not valid percent-encoded UTF-8`);
+        throw getError(key, `'${key}': percent-encoded bytes that are not UTF-8`);
       }
     }
   }

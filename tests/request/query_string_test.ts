@@ -316,7 +316,7 @@ function nestedNot(n: number): unknown {
   return e;
 }
 
-Deno.test("GET: broken percent-encoding or bytes that are not UTF-8 are 400, never U+FFFD", () => {
+Deno.test("GET: percent-encoded bytes that are not UTF-8 are 400, never U+FFFD", () => {
   const refused = (search: string, parameter: string) => {
     try {
       checkQueryString(search);
@@ -330,7 +330,6 @@ Deno.test("GET: broken percent-encoding or bytes that are not UTF-8 are 400, nev
   };
   refused("?relation=%ff%fe", "relation");
   refused("relation=artist&where=eq(name,%27%C3%27)", "where");
-  refused("relation=%zz", "relation");
   refused("%ff=1", "%ff");
   refused("relation=artist&%ED%A0%80=1", "%ED%A0%80"); // a lone surrogate
   for (
@@ -340,6 +339,8 @@ Deno.test("GET: broken percent-encoding or bytes that are not UTF-8 are 400, nev
       "relation=artist&where=eq(name,%27%C3%A9t%C3%A9%27)",
       "relation=a+b&select=name",
       "relation=%F0%9F%98%80",
+      "relation=album&where=like(title,'A%')", // a lone % is itself, as URLSearchParams reads it
+      "relation=%zz",
     ]
   ) checkQueryString(ok);
 });
