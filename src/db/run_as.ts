@@ -118,7 +118,7 @@ export const FETCH_BATCH = 1000;
  * what a read holds in memory at a time, whatever its rows' size. A first fetch that would bring
  * more is run again asking for the rows that fitted; later fetches ask for as many rows as
  * {@link FETCH_TARGET} holds at the largest row seen, and one bringing more anyway (rows growing
- * more than eightfold) fails the read (docs/endpoint.md, "Large answers").
+ * more than eightfold) fails the read (docs/endpoint.md, "Large rows").
  */
 export const FETCH_BYTES = 16 * 1024 * 1024;
 

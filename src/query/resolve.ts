@@ -117,17 +117,11 @@ export async function hideUnreadable(
   }
   const denied = deniedWellKnown(e, list ?? []);
   if (denied) return denied;
-  const found: { f: FoundSource; index?: number }[] = [];
+  const found: Named[] = [];
   for (const p of list ?? []) {
-    const sink: FoundSource[] = [];
-    let stopped = false;
-    try {
-      resolveQuery(ctx, p.query, p.pointer, undefined, sink);
-    } catch {
-      stopped = true;
-    }
-    for (const f of sink) found.push({ f, index: p.index });
-    if (stopped) break;
+    const { names, stopped } = namedBy(ctx, p);
+    found.push(...names);
+    if (stopped !== null) break;
   }
   if (found.length === 0) return e;
   // The same question settles `e`'s "did you mean" hint when `e` stands (see settleHint): its
@@ -143,15 +137,47 @@ export async function hideUnreadable(
   } catch {
     return e;
   }
-  const first = found.findIndex((_, i) => !usable.has(i));
-  if (first < 0) {
-    if (hint.length) {
-      const n = found.length;
-      const ok = new Set(hint.filter((c, i) => c.need === undefined || usable.has(n + i)));
-      (e as SuggestingError).settle((c) => ok.has(c));
-    }
-    return e;
+  const hidden = firstHidden(found, usable);
+  if (hidden === null && hint.length) {
+    const n = found.length;
+    const ok = new Set(hint.filter((c, i) => c.need === undefined || usable.has(n + i)));
+    (e as SuggestingError).settle((c) => ok.has(c));
   }
+  return hidden ?? e;
+}
+
+/** A relation or function a query position names, with the position's batch index. */
+interface Named {
+  f: FoundSource;
+  index?: number;
+}
+
+/**
+ * What position `p` names, collected as it parses (`rowTypes`: see {@link resolveQuery});
+ * `stopped`: the error that stopped the parse (what was named before it is kept), else null.
+ */
+function namedBy(
+  ctx: QueryContext,
+  p: Position,
+  rowTypes?: ReadonlySet<number>,
+): { names: Named[]; stopped: unknown } {
+  const sink: FoundSource[] = [];
+  let stopped: unknown = null;
+  try {
+    resolveQuery(ctx, p.query, p.pointer, rowTypes, sink);
+  } catch (e) {
+    stopped = e;
+  }
+  return { names: sink.map((f) => ({ f, index: p.index })), stopped };
+}
+
+/**
+ * The unknown-name error (its batch index set) of the first of `found` whose index the role's
+ * answer to {@link usableStatement} leaves out of `usable`, or null when it may use them all.
+ */
+function firstHidden(found: Named[], usable: Set<number>): SvcError | null {
+  const first = found.findIndex((_, i) => !usable.has(i));
+  if (first < 0) return null;
   const err = found[first].f.unknown();
   if (found[first].index !== undefined) markBatchIndex(err, found[first].index);
   return err;
@@ -198,36 +224,17 @@ export interface AheadQuestion {
  * asking (only well-known queries, or nothing named that needs a privilege).
  */
 export function aheadQuestion(ctx: QueryContext, positions: Position[]): AheadQuestion | null {
-  const found: { f: FoundSource; index?: number }[] = [];
+  const found: Named[] = [];
   for (const p of positions) {
-    let sink: FoundSource[] = [];
-    try {
-      resolveQuery(ctx, p.query, p.pointer, undefined, sink);
-    } catch (e) {
-      // Planned already (so it parses): a row-type cast stops the parse to ask which row types
-      // the role may use; parsed again as if it could use them all, to collect every name.
-      if (e instanceof NeedRowTypes) {
-        sink = [];
-        try {
-          resolveQuery(ctx, p.query, p.pointer, new Set(e.relations), sink);
-        } catch { /* what it named so far */ }
-      }
-    }
-    for (const f of sink) found.push({ f, index: p.index });
+    let { names, stopped } = namedBy(ctx, p);
+    // Planned already (so it parses): a row-type cast stops the parse to ask which row types the
+    // role may use; parsed again as if it could use them all, to collect every name.
+    if (stopped instanceof NeedRowTypes) names = namedBy(ctx, p, new Set(stopped.relations)).names;
+    found.push(...names);
   }
   const q = usableStatement(found.map((x) => x.f.candidate));
   if (q === null) return null;
-  return {
-    ...q,
-    hidden(rows) {
-      const usable = usableOf(rows[0]);
-      const first = found.findIndex((x, i) => x.f.candidate.need !== undefined && !usable.has(i));
-      if (first < 0) return null;
-      const err = found[first].f.unknown();
-      if (found[first].index !== undefined) markBatchIndex(err, found[first].index);
-      return err;
-    },
-  };
+  return { ...q, hidden: (rows) => firstHidden(found, usableOf(rows[0])) };
 }
 
 /**
