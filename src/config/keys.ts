@@ -216,6 +216,10 @@ const CONFIG_SCHEMA = z.object({
       "Seconds a request waits for a free pooled connection before 503 PG_POOL_EXHAUSTED (with Retry-After).",
       5,
     ),
+    stall_timeout: num(
+      "Seconds a pooled connection may wait for a client to take the next chunk of its streamed answer while other requests wait for a connection; then the rest of the answer is read ahead into memory (http.read_ahead) and the connection freed, or the answer is ended (truncated) when it does not fit.",
+      1,
+    ),
     connect_timeout: num(
       "Seconds a new database connection may take; during an outage requests answer 503 PG_UNAVAILABLE within it.",
       5,
@@ -332,6 +336,14 @@ const CONFIG_SCHEMA = z.object({
     body_timeout: int(
       "Seconds a request body may stall between two chunks (one of at most 16 KiB: to arrive whole) before 408 HTTP_BODY_TIMEOUT.",
       30,
+    ),
+    read_ahead: int(
+      "Bytes of streamed answers a worker may hold for clients too slow for a busy pool (see pg.stall_timeout); 0: such answers are ended instead.",
+      32 * 1024 * 1024,
+    ),
+    send_timeout: int(
+      "Seconds an answer read ahead of its client (see http.read_ahead) may wait for the client to take a chunk before svc ends it.",
+      60,
     ),
     static: z.object({
       path: text(

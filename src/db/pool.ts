@@ -44,6 +44,12 @@ export interface PoolOptions {
    * closed and replaced (`pg.lease_grace`, default {@link DEFAULT_LEASE_GRACE}).
    */
   leaseGrace?: number;
+  /**
+   * Seconds a lease may wait for its client to take a streamed answer while requests wait for a
+   * connection before the answer is asked to let go of it (`pg.stall_timeout`, default
+   * {@link DEFAULT_STALL_TIMEOUT}; see {@link Lease.waitClient}).
+   */
+  stallTimeout?: number;
   /** Most bind parameters one statement may carry (`pg.query.max_params`; default: the hard limit). */
   maxParams?: number;
   /**
@@ -60,6 +66,9 @@ export interface PoolOptions {
 
 /** Default of `pg.max_lifetime`, in seconds. */
 export const DEFAULT_MAX_LIFETIME = 3600;
+
+/** Default of `pg.stall_timeout`, in seconds. */
+export const DEFAULT_STALL_TIMEOUT = 1;
 
 /** Default of `pg.lease_grace`, in seconds. */
 export const DEFAULT_LEASE_GRACE = 5;
@@ -99,6 +108,10 @@ export class Lease {
   cancelled = false;
   /** Set once released. */
   released = false;
+  /** `Date.now()` since when the lease waits for its client (0: it does not; {@link waitClient}). */
+  clientSince = 0;
+  /** What the lease's answer does to let go of the connection ({@link waitClient}). */
+  onStall: (() => void) | null = null;
 
   constructor(
     readonly slot: Slot,
@@ -114,6 +127,33 @@ export class Lease {
    */
   touch(): void {
     this.activeAt = Date.now();
+  }
+
+  /**
+   * Records that the lease waits for its client to take a chunk of a streamed answer. When the
+   * client takes nothing for `pg.stall_timeout` while other requests wait for a connection, or
+   * past the lease deadline, the pool calls `onStall` once: the answer then lets go of the
+   * connection soon (reads the rest ahead or ends; src/http/read_ahead.ts).
+   */
+  waitClient(onStall: () => void): void {
+    this.clientSince = Date.now();
+    this.onStall = onStall;
+  }
+
+  /** The client took a chunk ({@link waitClient}): progress. */
+  clientTook(): void {
+    this.clientSince = 0;
+    this.activeAt = Date.now();
+  }
+
+  /** Calls the lease's {@link onStall} (once), if it waits for its client. */
+  stall(): boolean {
+    const onStall = this.onStall;
+    if (this.clientSince === 0 || onStall === null || this.released) return false;
+    this.onStall = null;
+    this.activeAt = Date.now(); // the answer gets a new deadline to let go
+    onStall();
+    return true;
   }
 
   /**
@@ -209,6 +249,8 @@ export class Database {
   readonly #maxLifetimeMs: number;
   /** Milliseconds a lease may go without progress; 0: no deadline. */
   readonly #leaseDeadlineMs: number;
+  /** `pg.stall_timeout` in milliseconds. */
+  readonly #stallMs: number;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #watchdog: ReturnType<typeof setInterval> | undefined;
   #closing = false;
@@ -235,6 +277,7 @@ export class Database {
     this.#leaseDeadlineMs = this.statementTimeout > 0
       ? this.statementTimeout + (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000
       : 0;
+    this.#stallMs = (o.stallTimeout ?? DEFAULT_STALL_TIMEOUT) * 1000;
     this.#slots = Array.from({ length: Math.max(1, o.size) }, () => ({
       conn: null,
       holder: null,
@@ -281,8 +324,9 @@ export class Database {
     for (const slot of this.#slots) {
       const holder = slot.holder;
       if (!holder) continue;
-      if (now - holder.activeAt > this.#leaseDeadlineMs) this.#kill(slot, holder, now);
-      else leased++;
+      if (now - holder.activeAt <= this.#leaseDeadlineMs) leased++;
+      else if (holder.stall()) leased++; // waits for its client: it lets go of the connection
+      else this.#kill(slot, holder, now);
     }
     if (leased === 0) {
       clearInterval(this.#watchdog);
@@ -351,9 +395,24 @@ export class Database {
     }
     this.#waiters.length = 0;
     this.#waiters.push(...keep);
+    if (keep.length > 0) this.#unstall();
     if (keep.length === 0) {
       clearInterval(this.#waitTimer);
       this.#waitTimer = undefined;
+    }
+  }
+
+  /**
+   * Requests wait for a connection: the leases that waited for their client for `pg.stall_timeout`
+   * are asked to let go of theirs ({@link Lease.waitClient}).
+   */
+  #unstall(): void {
+    const since = Date.now() - this.#stallMs;
+    for (const slot of this.#slots) {
+      const holder = slot.holder;
+      if (holder !== null && holder.clientSince !== 0 && holder.clientSince <= since) {
+        holder.stall();
+      }
     }
   }
 

@@ -365,6 +365,8 @@ export interface ReadTargetSettings {
   pool_timeout: number;
   connect_timeout: number;
   lease_grace: number;
+  /** Optional for callers that give none (default: the pool's). */
+  stall_timeout?: number;
   prepared_statements: boolean;
   max_lifetime: number;
   query: { statement_timeout: number; max_params: number };
@@ -389,6 +391,7 @@ export function openReadTargets(
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
     leaseGrace: cfg.pg.lease_grace,
+    stallTimeout: cfg.pg.stall_timeout,
     maxParams: cfg.pg.query.max_params,
     preparedStatements: cfg.pg.prepared_statements,
     maxLifetime: cfg.pg.max_lifetime,

@@ -176,6 +176,13 @@ export interface OpenTx {
   /** Records progress: the lease deadline runs from the last one (src/db/pool.ts). */
   touch(): void;
   /**
+   * Records that the transaction waits for its client to take a streamed chunk; `onStall` is
+   * called (once) when the pool needs the connection meanwhile (src/db/pool.ts Lease.waitClient).
+   */
+  waitClient(onStall: () => void): void;
+  /** The client took the chunk it was waiting for ({@link waitClient}). */
+  clientTook(): void;
+  /**
    * Continues the suspended `portal` with at most `rows` more rows into `sink`, recording
    * progress when they came.
    */
@@ -335,6 +342,8 @@ async function open<T>(
     conn,
     started,
     touch: () => lease.touch(),
+    waitClient: (onStall) => lease.waitClient(onStall),
+    clientTook: () => lease.clientTook(),
     fetch: async (portal, rows, sink) => {
       const r = await conn.fetch(portal, rows, { sink });
       lease.touch();
@@ -377,6 +386,10 @@ export interface RequestTx extends Tx {
     batch: number,
     each: (pieces: Uint8Array[]) => Promise<void> | void,
   ): Promise<number>;
+  /** See {@link OpenTx.waitClient}. */
+  waitClient(onStall: () => void): void;
+  /** See {@link OpenTx.clientTook}. */
+  clientTook(): void;
 }
 
 /**
@@ -408,6 +421,8 @@ async function inside<T>(
   let portals = 0;
   const tx: RequestTx = {
     conn,
+    waitClient: open.waitClient,
+    clientTook: open.clientTook,
     send(sql) {
       const q = conn.query({ sql });
       q.then(touch, touch); // failures are reported through `sent` below

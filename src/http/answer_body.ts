@@ -6,6 +6,7 @@
  */
 import type { AnswerSink } from "../query/context.ts";
 import { isSole, markSole, release } from "../util/handoff.ts";
+import { readAhead, readingAhead, slowClientEnded } from "./read_ahead.ts";
 
 /**
  * Bytes of an answer built by the query stage that are held before it is streamed: an answer that
@@ -76,6 +77,14 @@ export class StreamingAnswer implements AnswerSink {
   #closed = false;
   /** Whether Deno's HTTP response reads the body ({@link servedByRuntime}). */
   served = false;
+  /** Set once the answer is read ahead of its client ({@link readAhead}). */
+  #ahead = false;
+  /** Bytes of queued chunks held in the read-ahead budget (src/http/read_ahead.ts). */
+  #held = 0;
+  /** `Date.now()` of the client's last read, while reading ahead. */
+  #readAt = 0;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #requestId: string | undefined;
 
   /** `stream` is called once, with the body, when the answer outgrows the buffer. */
   constructor(readonly stream: (body: ReadableStream<Uint8Array>) => void) {}
@@ -121,11 +130,66 @@ export class StreamingAnswer implements AnswerSink {
   /** Ends the stream with an error: the client sees a truncated answer. */
   abort(e: unknown): void {
     this.#queue = [];
+    this.#letGo();
     if (!this.#closed && !this.#gone) {
       this.#closed = true;
       this.#controller?.error(e);
     }
+    // What the producer does next fails (nothing more is committed for a client cut off).
+    this.#gone ??= { reason: e };
     this.#fail(e);
+  }
+
+  /**
+   * The client is too slow for a busy pool (src/db/pool.ts Lease.waitClient): from now on the
+   * producer no longer waits for it; the chunks it makes are held within the read-ahead budget
+   * (src/http/read_ahead.ts), or the answer is ended when they do not fit.
+   */
+  readAhead(requestId?: string): void {
+    if (this.#ahead || this.#closed || this.#gone) return;
+    this.#ahead = true;
+    this.#requestId = requestId;
+    let queued = 0;
+    for (const c of this.#queue) queued += c.length;
+    if (!this.#hold(queued)) return;
+    readingAhead(requestId);
+    this.#readAt = Date.now();
+    this.#watchIdle(readAhead.idleMs);
+    const waits = this.#waits;
+    this.#waits = [];
+    for (const w of waits) w.done.resolve();
+  }
+
+  /** Holds `n` more queued bytes in the budget, or ends the answer when they do not fit. */
+  #hold(n: number): boolean {
+    if (readAhead.tryTake(n)) {
+      this.#held += n;
+      return true;
+    }
+    this.abort(
+      slowClientEnded("its client is too slow and the read-ahead budget is spent", this.#requestId),
+    );
+    return false;
+  }
+
+  /** Ends a read-ahead answer whose client took nothing for `http.send_timeout`. */
+  #watchIdle(ms: number): void {
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined;
+      if (this.#closed || this.#gone) return;
+      const left = this.#readAt + readAhead.idleMs - Date.now();
+      if (left > 0) return this.#watchIdle(left);
+      this.abort(slowClientEnded("its client took nothing for http.send_timeout", this.#requestId));
+    }, ms);
+    Deno.unrefTimer(this.#idleTimer);
+  }
+
+  /** Gives the budget back and stops watching (the answer ended or was taken). */
+  #letGo(): void {
+    if (this.#held) readAhead.give(this.#held);
+    this.#held = 0;
+    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
   }
 
   #open(): void {
@@ -137,6 +201,7 @@ export class StreamingAnswer implements AnswerSink {
       cancel: (reason) => {
         this.#gone = { reason: reason ?? new Error("the client went away") };
         this.#queue = [];
+        this.#letGo();
         this.#fail(this.#gone.reason);
       },
     }, { highWaterMark: 0 });
@@ -151,6 +216,13 @@ export class StreamingAnswer implements AnswerSink {
       this.#taken = null;
     }
     const next = this.#queue.shift();
+    if (this.#ahead) {
+      this.#readAt = Date.now();
+      if (next !== undefined) {
+        readAhead.give(next.length);
+        this.#held -= next.length;
+      }
+    }
     if (next === undefined) this.#asked = true;
     else this.#give(next);
   }
@@ -163,7 +235,7 @@ export class StreamingAnswer implements AnswerSink {
     if (this.#asked) {
       this.#asked = false;
       this.#give(chunk);
-    } else {
+    } else if (!this.#ahead || this.#hold(chunk.length)) {
       this.#queue.push(chunk);
     }
   }
@@ -179,6 +251,7 @@ export class StreamingAnswer implements AnswerSink {
   #closeIfDone(): void {
     if (!this.#ending || this.#closed || this.#queue.length) return;
     this.#closed = true;
+    this.#letGo();
     this.#controller!.close();
     this.#ending.resolve();
   }
@@ -186,7 +259,7 @@ export class StreamingAnswer implements AnswerSink {
   /** A promise resolved once fewer than `below` chunks wait to be read, or none when already. */
   #waitBelow(below: number): Promise<void> | undefined {
     if (this.#gone) return Promise.reject(this.#gone.reason);
-    if (this.#queue.length < below) return undefined;
+    if (this.#queue.length < below || this.#ahead) return undefined;
     const done = Promise.withResolvers<void>();
     this.#waits.push({ below, done });
     return done.promise;

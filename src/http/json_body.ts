@@ -14,12 +14,12 @@ import {
   type EndOptions,
   FETCH_BATCH,
   FETCH_BYTES,
-  nextFetch,
   type OpenTx,
   PRELUDE,
   runAs,
 } from "../db/run_as.ts";
 import { PgFetchTooLargeError } from "../pg/errors.ts";
+import { cursorAnswer } from "./cursor_answer.ts";
 import type { RequestRole } from "../auth/roles.ts";
 
 const OPEN = 0x5b; // [
@@ -329,7 +329,7 @@ async function cursorRead(
   try {
     return await runAs(db, who, [{ sql, params, sink, maxRows: first }], {
       end: "open",
-      body: (open) => cursor(open, sink, batch, seen),
+      body: (open) => cursor(open, sink, batch, seen, who.requestId),
     });
   } catch (e) {
     sink.release();
@@ -342,13 +342,15 @@ async function cursorRead(
 
 /**
  * The answer of a cursor read whose first rows were asked for: whole when they completed it,
- * else a stream fetching `batch` more rows each time the client took the earlier ones.
+ * else a stream fetching `batch` more rows each time the client took the earlier ones
+ * (src/http/cursor_answer.ts).
  */
 async function cursor(
   open: OpenTx,
   sink: JsonArraySink,
   batch: number,
   seen: ReadRecord,
+  requestId: string | undefined,
 ): Promise<Uint8Array | string | ReadableStream<Uint8Array>> {
   let ended = false;
   let streaming = false;
@@ -377,34 +379,5 @@ async function cursor(
   }
   const head = sink.take(false);
   streaming = true;
-  let sentHead = false;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!sentHead) {
-        sentHead = true;
-        controller.enqueue(head);
-        return;
-      }
-      try {
-        // Progress: a batch came and the client took the earlier ones. A client that stops
-        // reading holds the lease only until the lease deadline (see src/db/pool.ts).
-        const more = await open.fetch("", nextFetch(sink.maxRow, batch), sink);
-        if (ended) return; // cancelled meanwhile
-        const done = !more.suspended;
-        controller.enqueue(sink.take(done));
-        if (done) {
-          finish(true);
-          controller.close();
-        }
-      } catch (e) {
-        if (ended) return;
-        finish(false);
-        controller.error(e);
-      }
-    },
-    cancel() {
-      // The client went away: the open portal and transaction are rolled back.
-      finish(false);
-    },
-  }, { highWaterMark: 1 });
+  return cursorAnswer(open, sink, batch, head, finish, requestId);
 }

@@ -104,6 +104,11 @@ export const metrics = {
    * (`pg.query.statement_timeout` + `pg.lease_grace` without progress; src/db/pool.ts).
    */
   leasesKilled: new Counts(),
+  /**
+   * Streamed answers whose client was too slow for a busy pool, by outcome: `read_ahead` (the
+   * rest read into memory, the connection freed) or `ended` (truncated; src/http/read_ahead.ts).
+   */
+  slowClients: new Counts<"outcome">(),
   /** Reads by where they ran (`primary`, `replica<i>` of `pg.read_uri`; src/db/replicas.ts). */
   reads: new Counts<"target">(),
   /** SSO logins, by provider and outcome; incremented by the SSO handlers. */
@@ -113,6 +118,8 @@ export const metrics = {
 /** Where the scrape-time gauges read from (the running server). */
 export interface MetricSources {
   pool(): { size: number; in_use: number; waiting: number; overdue: number };
+  /** Bytes of streamed answers held for slow clients (src/http/read_ahead.ts). */
+  readAhead(): number;
   /** Well-known queries registered and deactivated by the last load (null before it). */
   wellknown(): { active: number; deactivated: number } | null;
   /** Verified-token cache hits and misses since start. */

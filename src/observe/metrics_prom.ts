@@ -146,6 +146,12 @@ counter(
   metrics.leasesKilled,
 );
 counter(
+  "svc_slow_clients_total",
+  "Streamed answers whose client took nothing for pg.stall_timeout while requests waited for a connection, by outcome (read_ahead: the rest held in memory and the connection freed; ended: truncated).",
+  ["outcome"],
+  metrics.slowClients,
+);
+counter(
   "svc_pg_reads_total",
   "Reads run with read replicas configured, by target (primary, replica0, replica1, …).",
   ["target"],
@@ -188,6 +194,11 @@ gauge(
   "svc_pool_overdue",
   "Request pool connections leased past pg.query.statement_timeout without progress.",
   (s) => s.pool().overdue,
+);
+gauge(
+  "svc_read_ahead_bytes",
+  "Bytes of streamed answers held in memory for clients too slow for a busy pool (http.read_ahead).",
+  (s) => s.readAhead(),
 );
 gauge(
   "svc_wellknown_active",

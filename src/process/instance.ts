@@ -26,6 +26,7 @@ import { ClientWatch } from "../http/disconnect.ts";
 import { openReplayStore } from "../sso/store.ts";
 import { onceStore, setOnceStore } from "../util/once.ts";
 import { openReadTargets } from "../db/replicas.ts";
+import { configureReadAhead, readAhead } from "../http/read_ahead.ts";
 
 /** A running server. */
 export interface Server {
@@ -71,12 +72,14 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     sameSite: cfg.jwt.same_site,
     secure: cfg.jwt.secure,
   });
+  configureReadAhead(cfg.http.read_ahead, cfg.http.send_timeout);
   const db = new Database(connectionString(cfg), {
     size: worker?.poolSize ?? cfg.pg.pool_size,
     poolTimeout: cfg.pg.pool_timeout,
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
     leaseGrace: cfg.pg.lease_grace,
+    stallTimeout: cfg.pg.stall_timeout,
     maxLifetime: cfg.pg.max_lifetime,
     maxParams: cfg.pg.query.max_params,
     preparedStatements: cfg.pg.prepared_statements,
@@ -94,6 +97,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   const clientWatch = new ClientWatch();
   bindMetricSources({
     pool: () => db.stats(),
+    readAhead: () => readAhead.used,
     wellknown: () => {
       const wk = runtime.state?.wellknown;
       if (!wk) return null;

@@ -31,6 +31,11 @@ export interface AnswerSink {
   end(): Promise<void>;
   /** Ends the stream with an error: the client sees a truncated answer. */
   abort(e: unknown): void;
+  /**
+   * The client is too slow for a busy pool: flush and settled stop waiting for it, what is made
+   * is held within the read-ahead budget or the answer is ended (src/http/read_ahead.ts).
+   */
+  readAhead(requestId?: string): void;
 }
 
 /** What the query stage needs per request. */
