@@ -28,10 +28,14 @@ import { metricsOnMain, metricsResponse } from "./metrics_endpoint.ts";
 import { playgroundResponse } from "./playground.ts";
 import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
-import { serveStatic, staticDirs } from "./static.ts";
+import { isStaticFile, serveStatic, staticDirs } from "./static.ts";
 import { handleGet, handlePost, queryContext, type SvcContext } from "./svc_endpoint.ts";
 import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
+
+/** `Allow` of a fixed path or static file answering GET (and HEAD), or GET and POST. */
+const GET_ONLY = "GET, HEAD";
+const GET_POST = "GET, HEAD, POST";
 
 /** A request being dispatched; handlers may set `kind` and clear `setCookie`. */
 export interface Call {
@@ -193,13 +197,25 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
     if (methods) {
       const handler = methods[call.method === "HEAD" ? "GET" : call.method] ?? methods["*"];
       if (handler) return handler(call);
+      return notAllowed(call, Object.keys(methods).includes("POST") ? GET_POST : GET_ONLY);
     }
     return staticOr404(call);
   };
 
+  /** 405 HTTP_METHOD_NOT_ALLOWED with `Allow` (a known path asked with another method). */
+  const notAllowed = (call: Call, allow: string): Answer =>
+    errorResponse(
+      new SvcError("HTTP_METHOD_NOT_ALLOWED", `${call.method} is not allowed here; use ${allow}`),
+      { dev: cfg.dev, anonymous: call.anonymous },
+      { allow },
+    );
+
   const staticOr404 = async (call: Call): Promise<Answer> => {
     const file = await serveStatic(statics, call.req);
     if (file) return file;
+    if (call.method !== "GET" && call.method !== "HEAD" && await isStaticFile(statics, call.req)) {
+      return notAllowed(call, GET_ONLY);
+    }
     throw new SvcError("HTTP_NOT_FOUND", "not found");
   };
 

@@ -114,10 +114,10 @@ export function createApp(deps: AppDeps): App {
     if (id?.unwatch && !isStreamed(res)) id.unwatch.stop();
     res = finish(res, t, record);
     res = decorate(cfg, req, path, res);
-    if (method !== "HEAD") return res;
-    // HEAD: a GET's status and headers, without its body.
+    if (method !== "HEAD" || !isStreamed(res)) return res; // HEAD: the runtime sends no body
+    // HEAD of a streamed answer: its statements stop; no length, as the GET's chunked answer.
     res.body?.cancel().catch(() => {});
-    return new Response(null, res);
+    return new Response(noBody(), res);
   };
 
   /** A plain answer as its Response, every header given to the constructor (plain_answer.ts). */
@@ -134,10 +134,12 @@ export function createApp(deps: AppDeps): App {
     finishFields(t, fields);
     decorateFields(cfg, req, t.path, a.contentType, fields);
     finished(t, a.status, record);
-    if (t.method === "HEAD") {
-      // HEAD: a GET's status and headers, without its body.
-      if (streamed) (a.body as ReadableStream).cancel().catch(() => {});
-      return new Response(null, { status: a.status, headers: fields });
+    if (t.method === "HEAD" && streamed) {
+      // HEAD of a streamed answer: its statements stop; no length, as the GET's chunked answer.
+      // Any other HEAD is answered as its GET: the runtime sends the headers (the length
+      // included) without the body.
+      (a.body as ReadableStream).cancel().catch(() => {});
+      return new Response(noBody(), { status: a.status, headers: fields });
     }
     const res = withFields(a.body as BodyInit, a.status, fields);
     if (streamed) {
@@ -201,4 +203,12 @@ export function requestPath(url: string): string {
       }
     });
   }
+}
+
+/**
+ * An empty body sent as a stream: a HEAD answer standing for a streamed GET carries no
+ * Content-Length (a null body would be announced as `content-length: 0`).
+ */
+function noBody(): ReadableStream<Uint8Array> {
+  return new ReadableStream({ start: (c) => c.close() });
 }

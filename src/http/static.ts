@@ -195,6 +195,17 @@ export async function serveStatic(dirs: string[], req: Request): Promise<Respons
   return null;
 }
 
+/**
+ * Whether `req`'s path names a file {@link serveStatic} would serve to a GET (any method): a
+ * static file asked for with another method is 405, not 404.
+ */
+export async function isStaticFile(dirs: string[], req: Request): Promise<boolean> {
+  const segments = dirs.length ? safeSegments(rawPathOf(req.url)) : null;
+  if (!segments) return false;
+  for (const dir of dirs) if (await locate(dir, segments)) return true;
+  return false;
+}
+
 /** The path of a URL as sent (before any dot-segment resolution). */
 function rawPathOf(url: string): string {
   const afterScheme = url.indexOf("//");

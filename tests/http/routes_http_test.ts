@@ -103,6 +103,10 @@ Deno.test("method inference, HEAD follows GET, 405 with Allow", async () => {
   const head = await fetch(srv.url + "/add/1", { method: "HEAD" });
   assert.equal(head.status, 200);
   assert.equal(await head.text(), "");
+  // HEAD announces the GET's length (RFC 9110 §9.3.2), not 0.
+  const whole = await fetch(srv.url + "/add/1");
+  const got = new Uint8Array(await whole.arrayBuffer());
+  assert.equal(head.headers.get("content-length"), String(got.length));
   // Configured methods.
   assert.equal(await json(await srv.get("/multi")), "multi");
   assert.equal(await json(await fetch(srv.url + "/multi", { method: "PUT" })), "multi");

@@ -87,7 +87,7 @@ Deno.test("static: first directory wins, second is a fallback, types and validat
   assert.deepEqual(new Uint8Array(await bin.arrayBuffer()), big);
 });
 
-Deno.test("static: index.html for a directory, HEAD without body, other methods 404", async () => {
+Deno.test("static: index.html for a directory, HEAD without body, other methods 405", async () => {
   for (const p of ["/", "/sub/", "/sub"]) {
     const r = await get(p);
     assert.equal(r.status, 200, p);
@@ -97,10 +97,73 @@ Deno.test("static: index.html for a directory, HEAD without body, other methods 
   assert.equal(h.status, 200);
   assert.equal(h.headers.get("content-length"), String(TEXT.length));
   assert.equal(await h.text(), "");
-  const p = await fetch(srv.url + "/a.txt", { method: "POST", body: "x" });
-  assert.equal(p.status, 404);
-  assert.equal(p.headers.get("x-svc-errorcode"), "HTTP_NOT_FOUND");
-  await p.body?.cancel();
+  // A file asked for with another method: 405 with Allow (docs/http.md); nothing there: 404.
+  for (const path of ["/a.txt", "/", "/sub/", "/only2.txt"]) {
+    for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
+      const p = await fetch(srv.url + path, { method, body: "x" });
+      assert.equal(p.status, 405, `${method} ${path}`);
+      assert.equal(p.headers.get("x-svc-errorcode"), "HTTP_METHOD_NOT_ALLOWED");
+      assert.equal(p.headers.get("allow"), "GET, HEAD");
+      await p.body?.cancel();
+    }
+  }
+  for (const path of ["/nothing.txt", "/.env", "/link.txt"]) {
+    const p = await fetch(srv.url + path, { method: "POST", body: "x" });
+    assert.equal(p.status, 404, path);
+    assert.equal(p.headers.get("x-svc-errorcode"), "HTTP_NOT_FOUND");
+    await p.body?.cancel();
+  }
+});
+
+Deno.test("svc's fixed paths: another method is 405 with Allow, not 404", async () => {
+  for (
+    const path of ["/svc/database.json", "/svc/health", "/svc/health/ready", "/svc/health/live"]
+  ) {
+    for (const method of ["POST", "PUT", "DELETE"]) {
+      const r = await fetch(srv.url + path, { method, body: "{}" });
+      assert.equal(r.status, 405, `${method} ${path}`);
+      assert.equal(r.headers.get("x-svc-errorcode"), "HTTP_METHOD_NOT_ALLOWED");
+      assert.equal(r.headers.get("allow"), "GET, HEAD");
+      await r.body?.cancel();
+    }
+  }
+  const svc = await fetch(srv.url + "/svc", { method: "PUT", body: "{}" });
+  assert.equal(svc.status, 405);
+  assert.equal(svc.headers.get("allow"), "GET, HEAD, POST");
+  await svc.body?.cancel();
+});
+
+Deno.test("HEAD announces the GET's length, or none for a streamed answer", async () => {
+  for (
+    const path of [
+      "/svc?relation=genre&limit=1",
+      "/svc?relation=track&limit=2000",
+      "/svc?relation=track&limit=2000",
+      "/svc/database.json",
+      "/svc/health",
+      "/a.txt",
+    ]
+  ) {
+    const g = await fetch(srv.url + path);
+    const body = new Uint8Array(await g.arrayBuffer());
+    const h = await fetch(srv.url + path, { method: "HEAD" });
+    assert.equal(h.status, g.status, path);
+    assert.equal(await h.text(), "", path);
+    const length = h.headers.get("content-length");
+    // A read larger than one fetch may stream (no length); a length given is the GET's.
+    if (length !== null || !path.includes("limit=2000")) {
+      assert.equal(length, String(body.length), path);
+    }
+  }
+  // A streamed read (its answer's length is not known ahead): no length, never a wrong one.
+  const streamed = "/svc?relation=track";
+  const g = await fetch(srv.url + streamed);
+  assert.equal(g.headers.get("content-length"), null);
+  await g.body?.cancel();
+  const h = await fetch(srv.url + streamed, { method: "HEAD" });
+  assert.equal(h.status, 200);
+  assert.equal(h.headers.get("content-length"), null);
+  assert.equal(await h.text(), "");
 });
 
 Deno.test("static: If-None-Match and If-Modified-Since → 304", async () => {

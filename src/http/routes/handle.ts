@@ -104,16 +104,13 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       statement: envelopeStatement(route.fn, req, true, mayAuth(allowedAuth, route.id)),
     }));
 
-  const respond = async (
-    result: ChainResult,
-    route: Route | null,
-    head: boolean,
-  ): Promise<Applied | null> => {
+  // A HEAD answer is built as its GET's: the runtime sends its headers (the body's length
+  // included) without the body.
+  const respond = async (result: ChainResult, route: Route | null): Promise<Applied | null> => {
     if (result.kind === "middleware") {
       return await buildResponse(result.envelope.resp, result.envelope.content, {
         ...applyBase,
         authId: result.by.id,
-        head,
       });
     }
     if (result.kind === "route") {
@@ -121,7 +118,6 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         ...applyBase,
         authId: route!.id,
         template: route!.template,
-        head,
       });
     }
     if (result.kind === "simple") {
@@ -130,7 +126,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         return { response: new Response(null, { status: 204 }), session: false };
       }
       return {
-        response: new Response(head ? null : (result.json ?? "null"), {
+        response: new Response(result.json ?? "null", {
           status: 200,
           headers: { "content-type": "application/json" },
         }),
@@ -192,7 +188,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       };
       try {
         const result = await runChain(target(call, plan), call.who, plan);
-        return await respond(result, route, call.request.method === "HEAD");
+        return await respond(result, route);
       } catch (e) {
         // A failed request keeps none of its streamed uploads.
         await removeUploads(req.body);
@@ -211,7 +207,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         route: null,
       };
       const result = await runChain(target(call, plan), call.who, plan);
-      return await respond(result, null, call.request.method === "HEAD");
+      return await respond(result, null);
     },
   };
 }

@@ -34,8 +34,6 @@ export interface ApplyContext {
   allowedAuth: RegExp | null;
   /** The route's default template, if any. */
   template?: string | null;
-  /** Answer without a body (HEAD). */
-  head?: boolean;
   hooks?: RouteHooks;
   /** The session claims the request carried (kept as `auth_time` is not renewed on re-mint). */
   now?: number;
@@ -434,7 +432,8 @@ export async function buildResponse(
     }
   }
   return {
-    response: new Response(ctx.head ? null : body, { status, headers }),
+    // HEAD: the runtime sends the headers (the length included) without the body.
+    response: new Response(body, { status, headers }),
     session,
   };
 }
