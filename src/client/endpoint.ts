@@ -7,19 +7,43 @@ import type { Config } from "../config/load.ts";
 import type { AppState, ReloadHook } from "../state/runtime.ts";
 import { log } from "../observe/log.ts";
 import { generateClient, type Generated, type WellKnownDef } from "./generate.ts";
+import { BoundedCache } from "../util/bounded_cache.ts";
 
-/** Generated files per state, by role and schema selection (a reload makes a new state). */
-const cache = new WeakMap<AppState, Map<string, Promise<Generated>>>();
+/**
+ * Generated files per state (a reload makes a new state), by role and schema selection: at most {@link CLIENTS_KEPT} (a
+ * client choosing ever new selections makes the oldest be generated again, never memory grow).
+ */
+const cache = new WeakMap<AppState, BoundedCache<string, Promise<Generated>>>();
+
+/** Generated files kept per state (each ≈ 20–200 KB). */
+const CLIENTS_KEPT = 64;
+
+let generated = 0;
+
+/** How many files {@link clientFor} generated since start (what its cache missed). */
+export function clientsGenerated(): number {
+  return generated;
+}
 
 function wellknownDefs(state: AppState): WellKnownDef[] {
   return state.wellknown.list().map((w) => ({ ...w, node: state.wellknown.get(w.name).node }));
 }
 
-/** The schemas to export: `requested` (or all) intersected with the configured whitelist. */
-export function exportSchemas(cfg: Config, requested: string[] | null): string[] | null {
+/**
+ * The schemas to export: `requested` (or all) intersected with the configured whitelist and, when
+ * `known` (the introspected schema names) is given, with the schemas that exist — sorted, once
+ * each, so that one selection has one spelling.
+ */
+export function exportSchemas(
+  cfg: Config,
+  requested: string[] | null,
+  known?: readonly string[],
+): string[] | null {
   const allowed = cfg.http.typescript.schemas ?? null;
   if (requested === null) return allowed;
-  return allowed === null ? requested : requested.filter((s) => allowed.includes(s));
+  const chosen = allowed === null ? requested : requested.filter((s) => allowed.includes(s));
+  if (!known) return chosen;
+  return [...new Set(chosen.filter((s) => known.includes(s)))].sort();
 }
 
 /** The generated file for a role and schema selection, cached for the state's lifetime. */
@@ -29,10 +53,11 @@ export function clientFor(
   schemas: string[] | null,
 ): Promise<Generated> {
   let m = cache.get(state);
-  if (!m) cache.set(state, m = new Map());
+  if (!m) cache.set(state, m = new BoundedCache({ maxEntries: CLIENTS_KEPT, refresh: "lazy" }));
   const k = JSON.stringify([role, schemas]);
   let g = m.get(k);
   if (!g) {
+    generated++;
     g = generateClient(state.schema, wellknownDefs(state), { role, schemas });
     m.set(k, g);
   }
@@ -49,7 +74,7 @@ export async function databaseTsResponse(
 ): Promise<Response> {
   const raw = url.searchParams.get("schemas");
   const requested = raw === null ? null : raw.split(",").map((s) => s.trim()).filter(Boolean);
-  const g = await clientFor(state, role, exportSchemas(cfg, requested));
+  const g = await clientFor(state, role, exportSchemas(cfg, requested, state.schema.schemas));
   const etag = `"${g.hash.slice(0, 32)}"`;
   const headers = {
     "content-type": "application/typescript; charset=utf-8",

@@ -9,6 +9,7 @@ import { chinookDb, stopDb } from "../helpers/db.ts";
 import { cookie, now, startServer, type TestServer, token } from "../helpers/server.ts";
 import { NODE, testWith } from "../helpers/requires.ts";
 import { CLIENT_SOURCE } from "../../src/client/client_source.ts";
+import { clientsGenerated } from "../../src/client/endpoint.ts";
 import { checkTypes, TYPED_QUERIES } from "./check.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -283,6 +284,18 @@ Deno.test("GET /svc/database.ts: ETag/304, role filtering, schemas, determinism,
     assert.ok(!none.includes('"artist": {'));
     const pub = await (await srv.get("/svc/database.ts?schemas=public")).text();
     assert.ok(pub.includes('"artist": {'));
+    // One selection, one file: unknown names, repeats and order do not make new ones, so ever new
+    // spellings cannot make svc keep ever more generated files.
+    const tagOf = async (q: string) => {
+      const r = await srv.get(`/svc/database.ts?schemas=${q}`);
+      await r.body?.cancel();
+      return r.headers.get("etag");
+    };
+    assert.equal(await tagOf("public,nope"), await tagOf("public"));
+    assert.equal(await tagOf("nope,public,public"), await tagOf("public"));
+    const before = clientsGenerated();
+    for (let i = 0; i < 300; i++) await tagOf(`public,x${i}${"y".repeat(200)}`);
+    assert.ok(clientsGenerated() - before <= 1, `${clientsGenerated() - before} files generated`);
     // Size of the fixed part.
     assert.ok(new TextEncoder().encode(CLIENT_SOURCE).length < 60_000);
     // Disabled → 404.
