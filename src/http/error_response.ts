@@ -72,6 +72,11 @@ export function statusOfSqlState(code: string): number {
   // reg* function argument): identifiers are checked before SQL, so only values reach here.
   if (code === "42704") return 400;
   if (code === "P0001") return 400;
+  // A limit of PostgreSQL's a request's values or shape reach (an array nested too deep, a word
+  // too long for a tsvector, too many columns or arguments, a statement too complex), and a row
+  // met twice where once is allowed (one write naming a key twice, in spellings PostgreSQL reads
+  // as one value): the request's, never the server's fault.
+  if (code.startsWith("54") || code === "21000") return 400;
   if (code === "40001" || code === "40P01") return 503;
   if (code === "57014") return 504;
   if (code.startsWith("53")) return 503;
