@@ -54,7 +54,7 @@ import type { Column, Relation } from "../db/schema.ts";
 import { invalid, SvcError } from "../svc_error.ts";
 import { checkValue, isObject, type JsonValue } from "./values.ts";
 import { buildSteps } from "./steps.ts";
-import type { PlanNode, PlanRow, WritePlan } from "./plan_types.ts";
+import type { Fill, PlanNode, PlanRow, WritePlan } from "./plan_types.ts";
 
 export type { JsonValue } from "./values.ts";
 export type { InputColumn } from "./statements.ts";
@@ -249,7 +249,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
 
   // 1. Shape and column values of each row.
   const rows: PlanRow[] = [];
-  const joinValues: Map<string, { value: unknown; pointer: string }>[] = [];
+  const joinValues: ReadonlyMap<string, { value: unknown; pointer: string }>[] = [];
   for (const input of inputs) {
     if (!isObject(input.value)) {
       throw invalid(
@@ -263,10 +263,12 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       action: plan && !plan.written ? "link" : "insert",
       values: new Map(),
       writes: new Set(),
-      fills: [],
-      present: new Set(),
+      fills: NO_FILLS,
+      present: null,
     };
-    const joins = new Map<string, { value: unknown; pointer: string }>();
+    // Made for a row that has join keys only (a row costs what it holds: bulk writes of flat rows
+    // are hundreds of thousands of them).
+    let joins: Map<string, { value: unknown; pointer: string }> | null = null;
     const obj = input.value;
     const rec = ctx.rec;
     const base = rec ? rec.base.get(obj) : undefined;
@@ -284,7 +286,9 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       }
       if (item.kind === "ignored") continue;
       if (item.kind === "join") {
-        if (!item.readOnly) joins.set(key, { value: v, pointer: pointerOf(input, key) });
+        if (!item.readOnly) {
+          (joins ??= new Map()).set(key, { value: v, pointer: pointerOf(input, key) });
+        }
         continue;
       }
       if (!plan) continue;
@@ -315,7 +319,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       if (writable && plan.mode !== "readonly") row.writes.add(col.name);
     }
     rows.push(row);
-    joinValues.push(joins);
+    joinValues.push(joins ?? NO_JOINS);
   }
   if (plan) plan.rows = rows;
 
@@ -415,7 +419,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
           `expected an array (the ${ji.name} of this row), got ${kindOf(jv.value)}`,
         );
       }
-      if (childPlan) rows[r].present.add(childPlan.id);
+      if (childPlan) (rows[r].present ??= new Set()).add(childPlan.id);
       jv.value.forEach((value, i) =>
         childInputs.push({ value, pointer: `${jv.pointer}/${i}`, parentRow: r })
       );
@@ -423,6 +427,12 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     processNode(ctx, childPlan, childQ, childInputs);
   }
 }
+
+/** The fills of a row that has none (shared: a row's own array is made at its first fill). */
+const NO_FILLS: Fill[] = [];
+
+/** The join values of a row that has none (shared, never written). */
+const NO_JOINS: ReadonlyMap<string, { value: unknown; pointer: string }> = new Map();
 
 /** The JSON pointer of `key` of an input row (built only where it is kept or reported). */
 function pointerOf(input: Input, key: string): string {
@@ -455,6 +465,7 @@ function fill(
   } else {
     row.values.delete(column);
     row.src?.delete(column);
+    if (row.fills === NO_FILLS) row.fills = [];
     row.fills.push({ column, node: src.id, row: srcRow, from });
   }
   row.writes.add(column);

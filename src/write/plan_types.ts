@@ -49,8 +49,11 @@ export interface PlanRow {
   writes: Set<string>;
   /** Values filled at run time (from rows whose values only the database knows). */
   fills: Fill[];
-  /** Plan nodes of incoming joins whose key is present in this row (their deletes apply). */
-  present: Set<number>;
+  /**
+   * Plan nodes of incoming joins whose key is present in this row (their deletes apply); null
+   * when none is.
+   */
+  present: Set<number> | null;
   /**
    * Only while a plan template is recorded (template.ts): for each column of `values` taken from
    * the payload, the index of that payload value in the walk of the payload.

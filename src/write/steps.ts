@@ -184,7 +184,7 @@ function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
   const byKey: PlanRow[] = [];
   const byConflict: PlanRow[] = [];
   for (const row of parent.rows) {
-    if (!row.present.has(n.id)) continue;
+    if (!row.present?.has(n.id)) continue;
     // A parent row being inserted has no children yet; one identified only at run time neither
     // (its key comes from a row inserted by this write).
     if (row.action === "update" || row.action === "keep") {
