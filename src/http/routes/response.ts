@@ -426,6 +426,10 @@ export async function buildResponse(
     const type = mediaType(headers.get("content-type"));
     if (type && !isJsonType(type)) {
       body = typeof content === "string" ? content : content == null ? "" : JSON.stringify(content);
+      // An HTML page's own policy (`resp.csp`) gets a fresh nonce as the configured one would.
+      if (type === "text/html" && typeof r.csp === "string" && ctx.hooks?.csp) {
+        headers.set("content-security-policy", ctx.hooks.csp(randomNonce(), r.csp));
+      }
     } else {
       if (!type) headers.set("content-type", "application/json");
       body = JSON.stringify(content ?? null);
