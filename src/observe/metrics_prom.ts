@@ -159,7 +159,7 @@ counter(
 );
 counter(
   "svc_sso_logins_total",
-  "SSO logins, by provider and outcome.",
+  "SSO logins, by provider (openid.<name>, saml.<name>) and outcome (ok, callback_failed, or the SSO_ code of a refusal).",
   ["provider", "outcome"],
   metrics.ssoLogins,
 );

@@ -13,6 +13,7 @@ import type { RequestRole } from "../auth/roles.ts";
 import type { Sessions } from "../auth/session.ts";
 import { applyHttpResponse, checkRedirect } from "../http/routes/response.ts";
 import type { RouteHooks } from "../http/routes/request.ts";
+import { metrics } from "../observe/metrics.ts";
 
 /** What the callback needs from the application. */
 export interface CallbackDeps {
@@ -72,13 +73,22 @@ export async function runCallback(
 ): Promise<CallbackOutcome> {
   const payload = { jwt: who.claims, identity, state: state ?? null };
   const sql = `select ${quotedFunction(fn)}($1::text::jsonb) as r`;
-  const rows = await transaction(deps.db, who, async (tx) => {
-    const rows = await tx.query(sql, [JSON.stringify(payload)]);
-    // An unsafe redirect is refused before the commit: nothing of the callback persists.
-    checkRedirect(rows[0]?.r);
-    return rows;
-  });
-  return await applyResult(deps, fn, rows[0]?.r);
+  const provider = `${identity.protocol === "oidc" ? "openid" : "saml"}.${identity.name}`;
+  try {
+    const rows = await transaction(deps.db, who, async (tx) => {
+      const rows = await tx.query(sql, [JSON.stringify(payload)]);
+      // An unsafe redirect is refused before the commit: nothing of the callback persists.
+      checkRedirect(rows[0]?.r);
+      return rows;
+    });
+    const out = await applyResult(deps, fn, rows[0]?.r);
+    metrics.ssoLogins.inc({ provider, outcome: "ok" });
+    return out;
+  } catch (e) {
+    // The identity was verified; the callback function refused it or failed.
+    metrics.ssoLogins.inc({ provider, outcome: "callback_failed" });
+    throw e;
+  }
 }
 
 /** Turns the callback's jsonb result into the HTTP response (the routes' single envelope). */

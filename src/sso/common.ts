@@ -6,6 +6,7 @@
 import type { Config } from "../config/load.ts";
 import { SvcError } from "../svc_error.ts";
 import { log } from "../observe/log.ts";
+import { metrics } from "../observe/metrics.ts";
 
 /**
  * `<scheme>://<host>` of an entry: the entry's `public_host`, else `http.public_host`; the scheme
@@ -188,6 +189,7 @@ export function refuse(
   message: string,
   why?: unknown,
 ): SvcError {
+  metrics.ssoLogins.inc({ provider: entry, outcome: code });
   log.warn("sso {entry}: login refused, {code}: {reason}", {
     entry,
     code,

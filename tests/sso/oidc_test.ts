@@ -29,6 +29,7 @@ await Deno.writeTextFile(
 const srv = await startServer(uri, [
   `--http.port=${svcPort}`,
   `--http.public_host=127.0.0.1:${svcPort}`,
+  "--http.metrics.enable=true",
   "--http.functions.sso_callback=public.sso_login",
   "--http.functions.allowed_auth=^public\\.sso_login$",
   ...entries.flatMap(entryFlags),
@@ -418,6 +419,22 @@ test("unknown entries and actions are 404, wrong methods 405", async () => {
   assert.equal(res.status, 405);
   assert.equal(res.headers.get("allow"), "GET, HEAD");
   await res.body?.cancel();
+});
+
+test("svc_sso_logins_total counts logins by entry and outcome", async () => {
+  const text = await (await fetch(`${origin}/svc/metrics`)).text();
+  const count = (outcome: string, provider = "openid.main") => {
+    const line = text.split("\n").find((l) =>
+      l.startsWith("svc_sso_logins_total{") && l.includes(`provider="${provider}"`) &&
+      l.includes(`outcome="${outcome}"`)
+    );
+    return line ? Number(line.split(" ").pop()) : 0;
+  };
+  // The tests above logged in, and were refused, through openid.main.
+  assert.ok(count("ok") >= 1, text);
+  assert.ok(count("SSO_BAD_STATE") >= 1, text);
+  assert.ok(count("SSO_INVALID_ID_TOKEN") >= 1, text);
+  assert.ok(count("callback_failed") >= 1, text); // the RS403 of an unknown user
 });
 
 test("cleanup", async () => {
