@@ -123,6 +123,19 @@ async function withSvc(flags: string[], fn: (svc: SvcProcess) => Promise<void>):
   }
 }
 
+/**
+ * Two clients hold the pool of two and stop reading their answers (≈ 28 MB each); a small read
+ * meanwhile must answer 200 well within `pg.pool_timeout`. Returns the stalled requests.
+ */
+async function holdThePool(svc: SvcProcess, body: unknown): Promise<Stalled[]> {
+  const stalled = [await stalledPost(svc.url, body), await stalledPost(svc.url, body)];
+  await new Promise((r) => setTimeout(r, 1500));
+  const quick = await quickRead(svc.url);
+  assert.equal(quick.status, 200, `a small read while the pool was held: ${quick.status}`);
+  assert.ok(quick.ms < 3500, `the small read took ${quick.ms} ms`);
+  return stalled;
+}
+
 Deno.test({
   name: "slow clients: answers read ahead free the pool, and the clients get them whole",
   sanitizeResources: false,
@@ -130,13 +143,7 @@ Deno.test({
   async fn() {
     await withSvc(["--http.read_ahead=268435456"], async (svc) => {
       for (const body of [READ, BATCH]) {
-        // Two clients hold the pool of two and stop reading their answers (≈ 28 MB each).
-        const stalled = [await stalledPost(svc.url, body), await stalledPost(svc.url, body)];
-        await new Promise((r) => setTimeout(r, 1500));
-        const quick = await quickRead(svc.url);
-        assert.equal(quick.status, 200, `a small read while the pool was held: ${quick.status}`);
-        assert.ok(quick.ms < 3500, `the small read took ${quick.ms} ms`);
-        for (const s of stalled) {
+        for (const s of await holdThePool(svc, body)) {
           const got = await s.readAll();
           assert.ok(got.complete, "a read-ahead answer ended early");
           if (Array.isArray(body)) {
@@ -160,12 +167,7 @@ Deno.test({
   async fn() {
     await withSvc(["--http.read_ahead=0"], async (svc) => {
       for (const body of [READ, BATCH]) {
-        const stalled = [await stalledPost(svc.url, body), await stalledPost(svc.url, body)];
-        await new Promise((r) => setTimeout(r, 1500));
-        const quick = await quickRead(svc.url);
-        assert.equal(quick.status, 200, `a small read while the pool was held: ${quick.status}`);
-        assert.ok(quick.ms < 3500, `the small read took ${quick.ms} ms`);
-        for (const s of stalled) {
+        for (const s of await holdThePool(svc, body)) {
           const got = await s.readAll();
           assert.ok(!got.complete, "an ended answer came whole");
         }
