@@ -4,9 +4,9 @@
  *
  * @module
  */
-import type { AnswerSink } from "../query/context.ts";
+import type { AnswerSink, ClientWatcher } from "../query/context.ts";
 import { isSole, markSole, release } from "../util/handoff.ts";
-import { readAhead, readingAhead, slowClientEnded } from "./read_ahead.ts";
+import { ReadAheadHold } from "./read_ahead.ts";
 
 /**
  * Bytes of an answer built by the query stage that are held before it is streamed: an answer that
@@ -77,14 +77,13 @@ export class StreamingAnswer implements AnswerSink {
   #closed = false;
   /** Whether Deno's HTTP response reads the body ({@link servedByRuntime}). */
   served = false;
-  /** Set once the answer is read ahead of its client ({@link readAhead}). */
-  #ahead = false;
-  /** Bytes of queued chunks held in the read-ahead budget (src/http/read_ahead.ts). */
-  #held = 0;
-  /** `Date.now()` of the client's last read, while reading ahead. */
-  #readAt = 0;
-  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Told when the answer waits for its client and when it no longer does ({@link watchBy}). */
+  #watcher: ClientWatcher | null = null;
   #requestId: string | undefined;
+  /** Lets go of the connection: made at the first wait for the client ({@link watchBy}). */
+  #stall: (() => void) | null = null;
+  /** The queued chunks' bytes held once the answer is read ahead of its client. */
+  #ahead: ReadAheadHold | null = null;
 
   /** `stream` is called once, with the body, when the answer outgrows the buffer. */
   constructor(readonly stream: (body: ReadableStream<Uint8Array>) => void) {}
@@ -130,7 +129,7 @@ export class StreamingAnswer implements AnswerSink {
   /** Ends the stream with an error: the client sees a truncated answer. */
   abort(e: unknown): void {
     this.#queue = [];
-    this.#letGo();
+    this.#ahead?.release();
     if (!this.#closed && !this.#gone) {
       this.#closed = true;
       this.#controller?.error(e);
@@ -141,55 +140,36 @@ export class StreamingAnswer implements AnswerSink {
   }
 
   /**
-   * The client is too slow for a busy pool (src/db/pool.ts Lease.waitClient): from now on the
-   * producer no longer waits for it; the chunks it makes are held within the read-ahead budget
-   * (src/http/read_ahead.ts), or the answer is ended when they do not fit.
+   * Tells `watcher` (the request's transaction: src/db/pool.ts Lease.waitClient) when the
+   * producer waits for the client and when it no longer does; when the pool needs the connection
+   * meanwhile, the answer is read ahead ({@link readAhead}).
    */
-  readAhead(requestId?: string): void {
-    if (this.#ahead || this.#closed || this.#gone) return;
-    this.#ahead = true;
+  watchBy(watcher: ClientWatcher, requestId?: string): void {
+    this.#watcher = watcher;
     this.#requestId = requestId;
+  }
+
+  /**
+   * The client is too slow for a busy pool: from now on the producer no longer waits for it; the
+   * chunks it makes are held within the read-ahead budget (src/http/read_ahead.ts), or the answer
+   * is ended when they do not fit.
+   */
+  #readAhead(): void {
+    if (this.#ahead || this.#closed || this.#gone) return;
+    const ahead = this.#ahead = new ReadAheadHold(this.#requestId, (e) => {
+      if (!this.#closed && !this.#gone) this.abort(e);
+    });
     let queued = 0;
     for (const c of this.#queue) queued += c.length;
-    if (!this.#hold(queued)) return;
-    readingAhead(requestId);
-    this.#readAt = Date.now();
-    this.#watchIdle(readAhead.idleMs);
+    if (!ahead.start(queued)) return this.#tooSlow(ahead);
     const waits = this.#waits;
     this.#waits = [];
     for (const w of waits) w.done.resolve();
   }
 
-  /** Holds `n` more queued bytes in the budget, or ends the answer when they do not fit. */
-  #hold(n: number): boolean {
-    if (readAhead.tryTake(n)) {
-      this.#held += n;
-      return true;
-    }
-    this.abort(
-      slowClientEnded("its client is too slow and the read-ahead budget is spent", this.#requestId),
-    );
-    return false;
-  }
-
-  /** Ends a read-ahead answer whose client took nothing for `http.send_timeout`. */
-  #watchIdle(ms: number): void {
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      if (this.#closed || this.#gone) return;
-      const left = this.#readAt + readAhead.idleMs - Date.now();
-      if (left > 0) return this.#watchIdle(left);
-      this.abort(slowClientEnded("its client took nothing for http.send_timeout", this.#requestId));
-    }, ms);
-    Deno.unrefTimer(this.#idleTimer);
-  }
-
-  /** Gives the budget back and stops watching (the answer ended or was taken). */
-  #letGo(): void {
-    if (this.#held) readAhead.give(this.#held);
-    this.#held = 0;
-    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
+  /** Ends a read-ahead answer whose chunks do not fit the budget. */
+  #tooSlow(ahead: ReadAheadHold): void {
+    this.abort(ahead.ended("its client is too slow and the read-ahead budget is spent"));
   }
 
   #open(): void {
@@ -201,7 +181,7 @@ export class StreamingAnswer implements AnswerSink {
       cancel: (reason) => {
         this.#gone = { reason: reason ?? new Error("the client went away") };
         this.#queue = [];
-        this.#letGo();
+        this.#ahead?.release();
         this.#fail(this.#gone.reason);
       },
     }, { highWaterMark: 0 });
@@ -216,13 +196,7 @@ export class StreamingAnswer implements AnswerSink {
       this.#taken = null;
     }
     const next = this.#queue.shift();
-    if (this.#ahead) {
-      this.#readAt = Date.now();
-      if (next !== undefined) {
-        readAhead.give(next.length);
-        this.#held -= next.length;
-      }
-    }
+    this.#ahead?.took(next?.length ?? 0);
     if (next === undefined) this.#asked = true;
     else this.#give(next);
   }
@@ -235,8 +209,12 @@ export class StreamingAnswer implements AnswerSink {
     if (this.#asked) {
       this.#asked = false;
       this.#give(chunk);
-    } else if (!this.#ahead || this.#hold(chunk.length)) {
+    } else if (!this.#ahead) {
       this.#queue.push(chunk);
+    } else if (this.#ahead.tryHold(chunk.length)) {
+      this.#queue.push(chunk);
+    } else {
+      this.#tooSlow(this.#ahead);
     }
   }
 
@@ -251,7 +229,7 @@ export class StreamingAnswer implements AnswerSink {
   #closeIfDone(): void {
     if (!this.#ending || this.#closed || this.#queue.length) return;
     this.#closed = true;
-    this.#letGo();
+    this.#ahead?.release();
     this.#controller!.close();
     this.#ending.resolve();
   }
@@ -262,6 +240,7 @@ export class StreamingAnswer implements AnswerSink {
     if (this.#queue.length < below || this.#ahead) return undefined;
     const done = Promise.withResolvers<void>();
     this.#waits.push({ below, done });
+    if (this.#watcher) this.#watcher.waitClient(this.#stall ??= () => this.#readAhead());
     return done.promise;
   }
 
@@ -273,6 +252,7 @@ export class StreamingAnswer implements AnswerSink {
       w.done.resolve();
       return false;
     });
+    if (!this.#waits.length) this.#watcher?.clientTook();
   }
 
   #fail(e: unknown): void {

@@ -11,7 +11,7 @@
 import type { Result, RowSink } from "../pg/connection.ts";
 import { FETCH_BYTES, nextFetch, type OpenTx } from "../db/run_as.ts";
 import { PgFetchTooLargeError } from "../pg/errors.ts";
-import { readAhead, readingAhead, slowClientEnded } from "./read_ahead.ts";
+import { readAhead, ReadAheadHold } from "./read_ahead.ts";
 
 /**
  * Pieces handed to the client are at most this large (views of a fetch's bytes, not copies): the
@@ -57,13 +57,8 @@ class CursorAnswer {
   #closed = false;
   #filling: Promise<void> | null = null;
   #controller!: ReadableStreamDefaultController<Uint8Array>;
-  /** Set once the answer is read ahead of its client. */
-  #ahead = false;
-  /** Bytes of queued pieces held in the read-ahead budget. */
-  #held = 0;
-  /** `Date.now()` of the client's last read, while reading ahead. */
-  #readAt = 0;
-  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The queued pieces' bytes held once the answer is read ahead of its client. */
+  #ahead: ReadAheadHold | null = null;
   readonly #stall = () => this.#readAheadNow();
 
   constructor(
@@ -84,7 +79,7 @@ class CursorAnswer {
         // The client went away: the open portal and transaction are rolled back.
         this.#closed = true;
         this.#queue = [];
-        this.#letGo();
+        this.#ahead?.release();
         this.#end(false);
       },
     }, { highWaterMark: 1 });
@@ -93,8 +88,7 @@ class CursorAnswer {
   /** The reader took the piece before (or this is the first ask): hands it the next one. */
   async #pull(): Promise<void> {
     if (this.#closed) return;
-    if (this.#ahead) this.#readAt = Date.now();
-    else if (!this.#over) this.open.clientTook();
+    if (!this.#ahead && !this.#over) this.open.clientTook();
     try {
       while (this.#queue.length === 0 && !this.#done) {
         await (this.#filling ??= this.#fill());
@@ -107,17 +101,14 @@ class CursorAnswer {
     const piece = this.#queue.shift();
     if (piece === undefined) { // nothing was left (never so: the last part closes the array)
       this.#closed = true;
-      this.#letGo();
+      this.#ahead?.release();
       return this.#controller.close();
     }
-    if (this.#ahead) {
-      readAhead.give(piece.length);
-      this.#held -= piece.length;
-    }
+    this.#ahead?.took(piece.length);
     this.#controller.enqueue(piece);
     if (this.#queue.length === 0 && this.#done) {
       this.#closed = true;
-      this.#letGo();
+      this.#ahead?.release();
       this.#controller.close();
     } else if (!this.#over) {
       this.open.waitClient(this.#stall);
@@ -130,7 +121,7 @@ class CursorAnswer {
       let budget = 0;
       if (this.#ahead) {
         budget = readAhead.take(FETCH_BYTES);
-        if (budget === 0) throw this.#tooSlow("the read-ahead budget is spent");
+        if (budget === 0) throw this.#ahead.ended("the read-ahead budget is spent");
         this.sink.maxFetchBytes = budget;
       }
       let more: Result;
@@ -138,7 +129,7 @@ class CursorAnswer {
         more = await this.open.fetch("", nextFetch(this.sink.maxRow, this.batch), this.sink);
       } catch (e) {
         if (budget && e instanceof PgFetchTooLargeError) {
-          throw this.#tooSlow("the rest of the answer does not fit the read-ahead budget");
+          throw this.#ahead!.ended("the rest of the answer does not fit the read-ahead budget");
         }
         throw e;
       } finally {
@@ -147,10 +138,7 @@ class CursorAnswer {
       if (this.#closed) return; // cancelled meanwhile
       this.#done = !more.suspended;
       const part = this.sink.take(this.#done);
-      if (this.#ahead) {
-        readAhead.force(part.length); // a fetch's first row may pass what was taken for it
-        this.#held += part.length;
-      }
+      this.#ahead?.force(part.length); // a fetch's first row may pass what was taken for it
       this.#split(part);
       if (this.#done) this.#end(true);
     } finally {
@@ -161,16 +149,12 @@ class CursorAnswer {
   /** The pool needs the connection and the client is slow: reads the rest ahead, or ends. */
   #readAheadNow(): void {
     if (this.#closed || this.#ahead || this.#over) return;
-    this.#ahead = true;
+    const ahead = this.#ahead = new ReadAheadHold(this.requestId, (e) => this.#fail(e));
     let queued = 0;
     for (const p of this.#queue) queued += p.length;
-    if (!readAhead.tryTake(queued)) {
-      return this.#fail(this.#tooSlow("its client is slow and the read-ahead budget is spent"));
+    if (!ahead.start(queued)) {
+      return this.#fail(ahead.ended("its client is slow and the read-ahead budget is spent"));
     }
-    this.#held = queued;
-    readingAhead(this.requestId);
-    this.#readAt = Date.now();
-    this.#watchIdle(readAhead.idleMs);
     void this.#drain();
   }
 
@@ -182,28 +166,12 @@ class CursorAnswer {
     }
   }
 
-  /** Ends a read-ahead answer whose client took nothing for `http.send_timeout`. */
-  #watchIdle(ms: number): void {
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      if (this.#closed) return;
-      const left = this.#readAt + readAhead.idleMs - Date.now();
-      if (left > 0) return this.#watchIdle(left);
-      this.#fail(this.#tooSlow("its client took nothing for http.send_timeout"));
-    }, ms);
-    Deno.unrefTimer(this.#idleTimer);
-  }
-
-  #tooSlow(why: string): Error {
-    return slowClientEnded(why, this.requestId);
-  }
-
   /** Ends the answer with `e` (the client sees it truncated) and the transaction, if open. */
   #fail(e: unknown): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#queue = [];
-    this.#letGo();
+    this.#ahead?.release();
     this.#end(false);
     this.#controller.error(e);
   }
@@ -212,14 +180,6 @@ class CursorAnswer {
     if (this.#over) return;
     this.#over = true;
     this.finish(ok);
-  }
-
-  /** Gives the budget back and stops watching. */
-  #letGo(): void {
-    if (this.#held) readAhead.give(this.#held);
-    this.#held = 0;
-    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
   }
 
   /** Queues `bytes` as pieces of at most {@link PIECE}. */

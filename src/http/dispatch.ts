@@ -33,9 +33,8 @@ import { handleGet, handlePost, queryContext, type SvcContext } from "./svc_endp
 import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
 
-/** `Allow` of a fixed path or static file answering GET (and HEAD), or GET and POST. */
+/** `Allow` of a fixed path (but /svc, which answers every method) and of a static file. */
 const GET_ONLY = "GET, HEAD";
-const GET_POST = "GET, HEAD, POST";
 
 /** A request being dispatched; handlers may set `kind` and clear `setCookie`. */
 export interface Call {
@@ -197,7 +196,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
     if (methods) {
       const handler = methods[call.method === "HEAD" ? "GET" : call.method] ?? methods["*"];
       if (handler) return handler(call);
-      return notAllowed(call, Object.keys(methods).includes("POST") ? GET_POST : GET_ONLY);
+      return notAllowed(call, GET_ONLY);
     }
     return staticOr404(call);
   };

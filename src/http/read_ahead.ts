@@ -57,13 +57,81 @@ export function configureReadAhead(bytes: number, sendTimeout: number): void {
   readAhead.idleMs = Math.max(1, sendTimeout) * 1000;
 }
 
+/**
+ * One answer's bytes held in the budget while it is read ahead of its client, and the watch that
+ * ends it when the client then takes nothing for `http.send_timeout` (`onIdle` gets the error to
+ * end it with). Used by both kinds of streamed answer (src/http/answer_body.ts, cursor_answer.ts).
+ */
+export class ReadAheadHold {
+  #held = 0;
+  #readAt = Date.now();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    readonly requestId: string | undefined,
+    readonly onIdle: (e: SlowClientError) => void,
+  ) {}
+
+  /** Starts holding the `queued` bytes and watching; false when they do not fit the budget. */
+  start(queued: number): boolean {
+    if (!this.tryHold(queued)) return false;
+    readingAhead(this.requestId);
+    this.#watch(readAhead.idleMs);
+    return true;
+  }
+
+  /** Holds `n` more bytes when they fit the budget; returns whether it did. */
+  tryHold(n: number): boolean {
+    if (!readAhead.tryTake(n)) return false;
+    this.#held += n;
+    return true;
+  }
+
+  /** Holds `n` more bytes whatever is left (a fetch's first row may pass what was taken for it). */
+  force(n: number): void {
+    readAhead.force(n);
+    this.#held += n;
+  }
+
+  /** The client read: `n` bytes it took are given back. */
+  took(n: number): void {
+    this.#readAt = Date.now();
+    if (n === 0) return;
+    readAhead.give(n);
+    this.#held -= n;
+  }
+
+  /** Gives every held byte back and stops watching (the answer ended or was taken). */
+  release(): void {
+    if (this.#held) readAhead.give(this.#held);
+    this.#held = 0;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** The error ending the answer for `why` (logged and counted). */
+  ended(why: string): SlowClientError {
+    return slowClientEnded(why, this.requestId);
+  }
+
+  #watch(ms: number): void {
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      const left = this.#readAt + readAhead.idleMs - Date.now();
+      if (left > 0) return this.#watch(left);
+      this.onIdle(this.ended("its client took nothing for http.send_timeout"));
+    }, ms);
+    Deno.unrefTimer(this.#timer);
+  }
+}
+
 /** A streamed answer ended because its client was too slow (the client sees it truncated). */
 export class SlowClientError extends Error {
   override name = "SlowClientError";
 }
 
 /** Logs and counts an answer read ahead of its slow client. */
-export function readingAhead(requestId: string | undefined): void {
+function readingAhead(requestId: string | undefined): void {
   metrics.slowClients.inc({ outcome: "read_ahead" });
   log.info("a streamed answer's client is slow while requests wait: reading the rest ahead", {
     request_id: requestId,
@@ -71,7 +139,7 @@ export function readingAhead(requestId: string | undefined): void {
 }
 
 /** Logs and counts an answer ended for its slow client; the error to end its stream with. */
-export function slowClientEnded(why: string, requestId: string | undefined): SlowClientError {
+function slowClientEnded(why: string, requestId: string | undefined): SlowClientError {
   metrics.slowClients.inc({ outcome: "ended" });
   log.warn("a streamed answer was ended: {why}", { why, request_id: requestId });
   return new SlowClientError(`the answer was ended: ${why}`);

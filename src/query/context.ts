@@ -32,10 +32,19 @@ export interface AnswerSink {
   /** Ends the stream with an error: the client sees a truncated answer. */
   abort(e: unknown): void;
   /**
-   * The client is too slow for a busy pool: flush and settled stop waiting for it, what is made
-   * is held within the read-ahead budget or the answer is ended (src/http/read_ahead.ts).
+   * Tells `watcher` (the request's transaction) when flush or settled wait for the client and when
+   * they no longer do: a client too slow while the pool needs the connection gets the rest of its
+   * answer read ahead, or the answer is ended (src/http/read_ahead.ts).
    */
-  readAhead(requestId?: string): void;
+  watchBy(watcher: ClientWatcher, requestId?: string): void;
+}
+
+/** What is told when an answer waits for its client (src/db/pool.ts Lease.waitClient). */
+export interface ClientWatcher {
+  /** The answer waits for its client; `onStall` lets go of the connection when called. */
+  waitClient(onStall: () => void): void;
+  /** It no longer waits. */
+  clientTook(): void;
 }
 
 /** What the query stage needs per request. */

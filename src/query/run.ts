@@ -270,7 +270,7 @@ function answer(ctx: QueryContext, items: Planned[], batch: boolean): Promise<Bo
       gate.catch(() => {}); // met at the first flush that would stream, if any
       sink = gated(answerSink, gate);
     }
-    sink = watched(sink, tx, ctx.who.requestId);
+    answerSink.watchBy(tx, ctx.who.requestId);
     if (batch) sink.push(OPEN);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
@@ -330,36 +330,7 @@ function gated(sink: AnswerSink, gate: Promise<void>): AnswerSink {
     bytes: () => sink.bytes(),
     end: () => sink.end(),
     abort: (e) => sink.abort(e),
-    readAhead: (id) => sink.readAhead(id),
-  };
-}
-
-/**
- * `sink`, whose waits for the client are known to the pool (src/db/pool.ts Lease.waitClient): a
- * client too slow while other requests wait for a connection gets the rest of its answer read
- * ahead ({@link AnswerSink.readAhead}), and the transaction ends without waiting for it.
- */
-function watched(sink: AnswerSink, tx: RequestTx, requestId: string | undefined): AnswerSink {
-  const stall = () => sink.readAhead(requestId);
-  const took = () => tx.clientTook();
-  const wait = (p: Promise<void>) => {
-    tx.waitClient(stall);
-    return p.finally(took);
-  };
-  return {
-    get streaming() {
-      return sink.streaming;
-    },
-    push: (b) => sink.push(b),
-    flush: () => {
-      const p = sink.flush();
-      return p && wait(p);
-    },
-    settled: () => (sink.streaming ? wait(sink.settled()) : sink.settled()),
-    bytes: () => sink.bytes(),
-    end: () => sink.end(),
-    abort: (e) => sink.abort(e),
-    readAhead: (id) => sink.readAhead(id),
+    watchBy: (w, id) => sink.watchBy(w, id),
   };
 }
 
