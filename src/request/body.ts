@@ -7,7 +7,10 @@
 import { SvcError } from "../svc_error.ts";
 import { deadline } from "../util/deadline.ts";
 
-/** Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json`. */
+/**
+ * Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE unless the request says `application/json` (with no
+ * charset, or UTF-8's).
+ */
 export function requireJson(req: Request): void {
   const type = req.headers.get("content-type") ?? "";
   if (type === "application/json") return;
@@ -18,6 +21,43 @@ export function requireJson(req: Request): void {
       `expected Content-Type: application/json${type ? `, got ${type}` : ""}`,
     );
   }
+  requireUtf8(type);
+}
+
+/**
+ * Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE when a content type names a charset other than UTF-8
+ * (bodies are read as UTF-8 only; a Latin-1 body would otherwise be "not valid UTF-8", or worse,
+ * valid and misread).
+ */
+export function requireUtf8(contentType: string): void {
+  const at = contentType.indexOf(";");
+  if (at < 0) return;
+  for (const param of contentType.slice(at + 1).split(";")) {
+    const eq = param.indexOf("=");
+    if (eq < 0 || param.slice(0, eq).trim().toLowerCase() !== "charset") continue;
+    const value = param.slice(eq + 1).trim().replace(/^"(.*)"$/, "$1").toLowerCase();
+    if (value !== "utf-8" && value !== "utf8") {
+      throw new SvcError(
+        "HTTP_UNSUPPORTED_MEDIA_TYPE",
+        `unsupported charset "${value}": request bodies must be UTF-8`,
+      );
+    }
+  }
+}
+
+/**
+ * Throws 415 HTTP_UNSUPPORTED_MEDIA_TYPE for a body sent with a `Content-Encoding` (gzip, br, …):
+ * svc reads bodies as they are, so a compressed one is refused by name rather than misread.
+ */
+export function requireIdentity(req: Request): void {
+  const coding = req.headers.get("content-encoding");
+  if (coding === null) return;
+  const c = coding.trim().toLowerCase();
+  if (c === "" || c === "identity") return;
+  throw new SvcError(
+    "HTTP_UNSUPPORTED_MEDIA_TYPE",
+    `unsupported Content-Encoding "${coding}": send the body uncompressed`,
+  );
 }
 
 /**
@@ -67,13 +107,18 @@ function readWhole(req: Request, idleMs: number): Promise<Uint8Array> {
  * `idleMs`, a body that stalls that long between two chunks (checked every 100 ms) is 408
  * HTTP_BODY_TIMEOUT (a slow or malicious client never holds a pooled connection: bodies are read
  * before one is taken); a body announced at most {@link WHOLE_BODY_MAX} bytes long must arrive
- * whole within `idleMs`.
+ * whole within `idleMs`. A body with a `Content-Encoding` other than identity is 415.
  */
 export function readBodyBytes(
   req: Request,
   maxBytes: number,
   idleMs = 0,
 ): Promise<Uint8Array> {
+  try {
+    requireIdentity(req);
+  } catch (e) {
+    return Promise.reject(e);
+  }
   const len = Number(req.headers.get("content-length") ?? "NaN");
   if (len > maxBytes) return Promise.reject(tooLarge(maxBytes));
   if (len <= WHOLE_BODY_MAX) return readWhole(req, idleMs);

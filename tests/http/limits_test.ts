@@ -1,8 +1,8 @@
 /**
  * Bounded cost and HTTP strictness (through real HTTP, real PostgreSQL): statement timeout (504),
  * client abort cancels the statement, pool exhaustion (503 PG_POOL_EXHAUSTED with Retry-After)
- * while health answers at once, answer-row size cap, JSON content type (415), Allow on 405,
- * strict UTF-8.
+ * while health answers at once, answer-row size cap, JSON content type (415), charset and
+ * content coding (415), Allow on 405, strict UTF-8.
  */
 import assert from "node:assert/strict";
 import { chinookDb, psql } from "../helpers/db.ts";
@@ -228,6 +228,41 @@ Deno.test("POST /svc requires Content-Type: application/json (415 otherwise)", a
     });
     assert.equal(ok.status, 200);
     await ok.body?.cancel();
+  });
+});
+
+Deno.test("another charset or a Content-Encoding is 415, not misread (POST /svc)", async () => {
+  await withServer([], async (s) => {
+    const body = JSON.stringify({ relation: "genre", limit: 1 });
+    const gzipped = await new Response(
+      new Blob([body]).stream().pipeThrough(new CompressionStream("gzip")),
+    ).bytes();
+    const cases: [Record<string, string>, BodyInit][] = [
+      [{ "content-type": "application/json; charset=latin1" }, body],
+      [{ "content-type": 'application/json; charset="ISO-8859-1"' }, body],
+      [{ "content-type": "application/json; charset=utf-16" }, body],
+      [{ ...json, "content-encoding": "gzip" }, gzipped],
+      [{ ...json, "content-encoding": "br" }, body],
+      // Longer than one read in a piece: the streamed body path refuses it too.
+      [{ ...json, "content-encoding": "deflate" }, body + " ".repeat(40_000)],
+    ];
+    for (const [headers, b] of cases) {
+      const r = await fetch(`${s.url}/svc`, { method: "POST", headers, body: b });
+      assert.equal(r.status, 415, JSON.stringify(headers));
+      assert.equal(r.headers.get("x-svc-errorcode"), "HTTP_UNSUPPORTED_MEDIA_TYPE");
+      assert.match((await r.json()).message, /charset|Content-Encoding/);
+    }
+    for (
+      const headers of [
+        { "content-type": "application/json; charset=UTF-8" },
+        { "content-type": 'application/json; charset="utf8"' },
+        { ...json, "content-encoding": "identity" },
+      ]
+    ) {
+      const ok = await fetch(`${s.url}/svc`, { method: "POST", headers, body });
+      assert.equal(ok.status, 200, JSON.stringify(headers));
+      await ok.body?.cancel();
+    }
   });
 });
 

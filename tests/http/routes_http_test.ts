@@ -299,6 +299,28 @@ Deno.test("a route body over http.max_body_size is 413", async () => {
   await res.body?.cancel();
 });
 
+Deno.test("a route body in another charset or content coding is 415, the route not run", async () => {
+  for (
+    const headers of <Record<string, string>[]> [
+      { "content-type": "text/plain; charset=iso-8859-1" },
+      { "content-type": "application/x-www-form-urlencoded; charset=windows-1252" },
+      { "content-type": "application/json", "content-encoding": "gzip" },
+      { "content-type": "multipart/form-data; boundary=x", "content-encoding": "gzip" },
+    ]
+  ) {
+    const res = await fetch(srv.url + "/echo/t", { method: "POST", headers, body: "caf\u00e9" });
+    assert.equal(res.status, 415, JSON.stringify(headers));
+    assert.equal(res.headers.get("x-svc-errorcode"), "HTTP_UNSUPPORTED_MEDIA_TYPE");
+    await res.body?.cancel();
+  }
+  const ok = await fetch(srv.url + "/echo/t", {
+    method: "POST",
+    headers: { "content-type": "text/plain; charset=utf-8" },
+    body: "caf\u00e9",
+  });
+  assert.equal((await json(ok) as { body: unknown }).body, "caf\u00e9");
+});
+
 Deno.test("resp.jwt mints with service-set iat, exp, auth_time", async () => {
   const res = await srv.post("/rt/login", { uid: "zed" });
   assert.deepEqual(await json(res), { ok: true });

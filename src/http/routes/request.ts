@@ -6,7 +6,13 @@
  */
 import { bearerToken } from "../../auth/bearer.ts";
 import { requestCookies, withoutCookie } from "../../auth/cookies.ts";
-import { decodeUtf8, parseJson, readBodyBytes } from "../../request/body.ts";
+import {
+  decodeUtf8,
+  parseJson,
+  readBodyBytes,
+  requireIdentity,
+  requireUtf8,
+} from "../../request/body.ts";
 import { SvcError } from "../../svc_error.ts";
 import type { Route } from "../../state/route_table.ts";
 
@@ -60,7 +66,8 @@ export function isJsonType(type: string): boolean {
 /**
  * Decodes a request body by its content type: JSON, urlencoded form (repeated keys → arrays),
  * `text/*` (a string), multipart (through `hooks.decodeMultipart`, else 415); no body → null.
- * Another content type with a body → 415 HTTP_UNSUPPORTED_MEDIA_TYPE.
+ * Another content type with a body, a charset other than UTF-8 or a `Content-Encoding` → 415
+ * HTTP_UNSUPPORTED_MEDIA_TYPE.
  */
 export async function decodeBody(
   req: Request,
@@ -70,16 +77,19 @@ export async function decodeBody(
   maxDepth = Infinity,
   idleMs = 0,
 ): Promise<unknown> {
-  const type = mediaType(req.headers.get("content-type"));
+  const contentType = req.headers.get("content-type");
+  const type = mediaType(contentType);
   if (type === "multipart/form-data") {
     if (!hooks.decodeMultipart) {
       throw new SvcError("HTTP_UNSUPPORTED_MEDIA_TYPE", "multipart bodies are not supported here");
     }
+    requireIdentity(req);
     return await hooks.decodeMultipart(req, route);
   }
   if (req.method === "GET" || req.method === "HEAD") return null;
   const bytes = await readBodyBytes(req, maxBytes, idleMs);
   if (bytes.length === 0) return null;
+  if (contentType !== null) requireUtf8(contentType);
   const text = decodeUtf8(bytes);
   if (isJsonType(type)) return parseJson(text, maxDepth);
   if (type === "application/x-www-form-urlencoded") return collect(new URLSearchParams(text));
