@@ -90,6 +90,29 @@ interface Input {
 interface Ctx {
   nodes: PlanNode[];
   rec?: PlanRecorder;
+  /** The rows' first `writes`: empty, shared by every row of the plan (see {@link withWrite}). */
+  noWrites: ReadonlySet<string>;
+}
+
+/**
+ * The write sets made from each by adding one column. Rows writing the same columns share one
+ * set, as objects of one shape share a hidden class: a bulk write of flat rows costs one set, not
+ * a set per row (≈ 150 bytes each). The sets of a plan go with it.
+ */
+const nextWrites = new WeakMap<ReadonlySet<string>, Map<string, ReadonlySet<string>>>();
+
+/** `writes` with `column` added: `writes` itself when it has it, else the one shared set. */
+function withWrite(writes: ReadonlySet<string>, column: string): ReadonlySet<string> {
+  if (writes.has(column)) return writes;
+  let next = nextWrites.get(writes);
+  if (!next) nextWrites.set(writes, next = new Map());
+  let to = next.get(column);
+  if (!to) {
+    const made = new Set(writes);
+    made.add(column);
+    next.set(column, to = made);
+  }
+  return to;
 }
 
 /**
@@ -117,7 +140,7 @@ export function planWrite(
   opts: { readBack?: boolean; record?: PlanRecorder } = {},
 ): WritePlan {
   if (!Array.isArray(data)) throw invalid(pointer, "data must be an array of rows");
-  const ctx: Ctx = { nodes: [], rec: opts.record };
+  const ctx: Ctx = { nodes: [], rec: opts.record, noWrites: new Set() };
   const root = newNode(ctx, node, null, null, []);
   const inputs = data.map((value, i): Input => ({
     value,
@@ -262,7 +285,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       parentRow: input.parentRow,
       action: plan && !plan.written ? "link" : "insert",
       values: new Map(),
-      writes: new Set(),
+      writes: ctx.noWrites,
       fills: NO_FILLS,
       present: null,
     };
@@ -316,7 +339,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
         );
       }
       row.values.set(col.name, v as JsonValue);
-      if (writable && plan.mode !== "readonly") row.writes.add(col.name);
+      if (writable && plan.mode !== "readonly") row.writes = withWrite(row.writes, col.name);
     }
     rows.push(row);
     joinValues.push(joins ?? NO_JOINS);
@@ -381,7 +404,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
         for (const [, parentCol] of ji.join.on) {
           row.values.set(parentCol, null);
           row.src?.delete(parentCol);
-          row.writes.add(parentCol);
+          row.writes = withWrite(row.writes, parentCol);
         }
         continue;
       }
@@ -468,7 +491,7 @@ function fill(
     if (row.fills === NO_FILLS) row.fills = [];
     row.fills.push({ column, node: src.id, row: srcRow, from });
   }
-  row.writes.add(column);
+  row.writes = withWrite(row.writes, column);
 }
 
 function has(row: PlanRow, col: string): boolean {
@@ -540,7 +563,7 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
     }
     if (row.action === "upsert" || row.action === "insert-or-keep") {
       // ON CONFLICT columns are inserted (even a get-marked one: it identifies the row).
-      for (const c of plan.conflictColumns) row.writes.add(c);
+      for (const c of plan.conflictColumns) row.writes = withWrite(row.writes, c);
     }
     if (row.action === "insert" || row.action === "upsert" || row.action === "insert-or-keep") {
       if (!rel.insertable) notWritable(plan, "inserted");

@@ -45,8 +45,11 @@ export interface PlanRow {
    * values filled from rows whose values are already known.
    */
   values: Map<string, JsonValue>;
-  /** Columns this row writes: payload columns that are written, and every filled column. */
-  writes: Set<string>;
+  /**
+   * Columns this row writes: payload columns that are written, and every filled column. Shared by
+   * rows that write the same columns (plan.ts `withWrite`): never changed in place.
+   */
+  writes: ReadonlySet<string>;
   /** Values filled at run time (from rows whose values only the database knows). */
   fills: Fill[];
   /**
