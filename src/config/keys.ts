@@ -337,6 +337,10 @@ const CONFIG_SCHEMA = z.object({
       "Seconds a request body may stall between two chunks (one of at most 16 KiB: to arrive whole) before 408 HTTP_BODY_TIMEOUT.",
       30,
     ),
+    body_budget: int(
+      "Bytes of large POST /svc bodies (64 KiB and over) a worker parses, plans and runs at once (a write's planning costs tens of times its body); a body beyond it waits for room (one is always admitted alone), up to pg.query.statement_timeout, then 503 HTTP_BUSY. 0: no limit.",
+      8 * 1024 * 1024,
+    ),
     read_ahead: int(
       "Bytes of streamed answers a worker may hold for clients too slow for a busy pool (see pg.stall_timeout); 0: such answers are ended instead.",
       32 * 1024 * 1024,

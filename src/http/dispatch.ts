@@ -30,6 +30,7 @@ import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { isStaticFile, serveStatic, staticDirs } from "./static.ts";
 import { handleGet, handlePost, queryContext, type SvcContext } from "./svc_endpoint.ts";
+import { BodyBudget } from "../request/body_budget.ts";
 import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
 
@@ -90,6 +91,7 @@ type Handler = (call: Call) => Answer | Promise<Answer>;
 export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise<Answer> {
   const { cfg, db, runtime } = deps;
   const statics = staticDirs(cfg.http.static.path);
+  const bodies = new BodyBudget(cfg.http.body_budget);
   const routes = routeHandler({
     cfg,
     db,
@@ -132,7 +134,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
   /** Fixed paths → method (HEAD: its GET) → handler; `*`: any other method. */
   const fixed = new Map<string, Record<string, Handler>>();
   fixed.set("/svc", {
-    POST: (call) => handlePost(svcContext(call), call.req),
+    POST: (call) => handlePost(svcContext(call), call.req, bodies),
     GET: (call) => handleGet(svcContext(call), new URL(call.req.url)),
     "*": (call) =>
       errorResponse(

@@ -189,7 +189,9 @@ export function errorResponse(e: unknown, ctx: ErrorContext, headers?: HeadersIn
   const h = new Headers(headers);
   h.set("content-type", "application/json");
   // Transient unavailability: tell clients (and proxies) when to try again.
-  if (err.code === "PG_UNAVAILABLE" || err.code === "PG_POOL_EXHAUSTED") h.set("retry-after", "1");
+  if (
+    err.code === "PG_UNAVAILABLE" || err.code === "PG_POOL_EXHAUSTED" || err.code === "HTTP_BUSY"
+  ) h.set("retry-after", "1");
   h.set("x-svc-errorcode", err.code);
   return new Response(JSON.stringify(errorBody(err, ctx)), { status: err.status, headers: h });
 }

@@ -6,6 +6,7 @@
  * @module
  */
 import { decodeUtf8, readBodyBytes, requireJson } from "../request/body.ts";
+import type { BodyBudget } from "../request/body_budget.ts";
 import type { Body, QueryContext } from "../query/context.ts";
 import { runGet, runPost } from "../query/run.ts";
 import { StreamingAnswer } from "./answer_body.ts";
@@ -33,8 +34,15 @@ function jsonAnswer(body: Body): PlainAnswer {
   return new PlainAnswer(body, "application/json");
 }
 
-/** POST /svc. */
-export async function handlePost(ctx: SvcContext, req: Request): Promise<PlainAnswer> {
+/**
+ * POST /svc. A large body is parsed, planned and run once `budget` admits it (read first: a slow
+ * sender holds no room; src/request/body_budget.ts).
+ */
+export async function handlePost(
+  ctx: SvcContext,
+  req: Request,
+  budget?: BodyBudget,
+): Promise<PlainAnswer> {
   requireJson(req);
   // The bytes decoded here (readBodyText's work without its own async step and promise).
   const bytes = await readBodyBytes(
@@ -42,7 +50,14 @@ export async function handlePost(ctx: SvcContext, req: Request): Promise<PlainAn
     ctx.cfg.http.max_body_size,
     ctx.cfg.http.body_timeout * 1000,
   );
-  return jsonAnswer(await runPost(withBodies(ctx), decodeUtf8(bytes)));
+  if (!budget) return jsonAnswer(await runPost(withBodies(ctx), decodeUtf8(bytes)));
+  const timeout = ctx.cfg.pg.query.statement_timeout;
+  return await budget.run(
+    bytes.length,
+    timeout > 0 ? timeout : Infinity,
+    req.signal,
+    async () => jsonAnswer(await runPost(withBodies(ctx), decodeUtf8(bytes))),
+  );
 }
 
 /** GET /svc: the same read from the query string. */

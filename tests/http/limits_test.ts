@@ -20,6 +20,12 @@ create table wide (id int primary key, body text);
 insert into wide select g, case when g = 1500 then repeat('x', 5000) else 'row' || g end
   from generate_series(1, 2000) g;
 grant select on wide to "~anonymous";
+create table sink (id serial primary key, body text);
+create function sink_slowly() returns trigger language plpgsql as $$
+begin perform pg_sleep(1); return null; end $$;
+create trigger sink_slowly before insert on sink for each statement execute function sink_slowly();
+grant select, insert on sink to "~anonymous";
+grant usage on sequence sink_id_seq to "~anonymous";
 `;
 
 const json = { "content-type": "application/json" };
@@ -263,6 +269,58 @@ Deno.test("another charset or a Content-Encoding is 415, not misread (POST /svc)
       assert.equal(ok.status, 200, JSON.stringify(headers));
       await ok.body?.cancel();
     }
+  });
+});
+
+Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTTP_BUSY past the wait", async () => {
+  // Each write's statement takes 1 s; bodies of 100 kB; room for one; waits end at 1.6 s.
+  const write = (i: number) =>
+    fetch(`${s_.url}/svc`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({
+        query: { relation: "sink", select: ["id", "body"] },
+        data: [{ body: String(i).repeat(100_000) }],
+      }),
+    }).then(async (r) => ({
+      status: r.status,
+      code: r.headers.get("x-svc-errorcode"),
+      at: performance.now(),
+      retry: r.headers.get("retry-after"),
+      bytes: (await r.bytes()).length,
+    }));
+  let s_!: TestServer;
+  await withServer(
+    ["--http.body_budget=150000", "--pg.query.statement_timeout=1600"],
+    async (s) => {
+      s_ = s;
+      await psql("truncate sink", "limits");
+      const t0 = performance.now();
+      const answers = Promise.all([write(1), write(2), write(3)]);
+      // A small request meanwhile is not held back by the large ones.
+      await new Promise((r) => setTimeout(r, 300));
+      const small = await s.post("/svc", { relation: "genre", limit: 1 });
+      assert.equal(small.status, 200);
+      await small.body?.cancel();
+      assert.ok(performance.now() - t0 < 900, "the small read answered while a large body ran");
+      const done = (await answers).sort((a, b) => a.status - b.status || a.at - b.at);
+      const seen = JSON.stringify(done.map((d) => [d.status, d.code, Math.round(d.at - t0)]));
+      assert.deepEqual(done.map((d) => d.status), [200, 200, 503], seen);
+      assert.equal(done[2].code, "HTTP_BUSY");
+      assert.equal(done[2].retry, "1");
+      // One after the other: the second ended a statement (1 s) after the first.
+      assert.ok(done[1].at - done[0].at >= 900, seen);
+      assert.match(await psql("select count(*) from sink", "limits"), /\b2\b/);
+    },
+  );
+  // Without the budget the three run at once: all written, within about one statement.
+  await withServer(["--http.body_budget=0", "--pg.query.statement_timeout=1600"], async (s) => {
+    s_ = s;
+    await psql("truncate sink", "limits");
+    const t0 = performance.now();
+    const done = await Promise.all([write(1), write(2), write(3)]);
+    assert.deepEqual(done.map((d) => d.status), [200, 200, 200]);
+    assert.ok(Math.max(...done.map((d) => d.at)) - t0 < 1900);
   });
 });
 

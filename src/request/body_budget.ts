@@ -1,0 +1,122 @@
+/**
+ * Admission of large request bodies (docs/http.md "Large bodies"): a POST /svc body is parsed,
+ * planned and run whole, and a write's planning costs tens of times its body, so a worker handles
+ * large bodies within a budget of bytes at once. A body of at least {@link LARGE_BODY} bytes is
+ * admitted when the large bodies in progress and it fit the budget, or when no other large body is
+ * in progress (so a body up to `http.max_body_size` always runs, alone); else it waits, in arrival
+ * order, and is refused with 503 HTTP_BUSY (Retry-After) when its wait runs out or its client
+ * leaves. Smaller bodies are never counted: a primary-key read pays nothing.
+ *
+ * @module
+ */
+import { SvcError } from "../svc_error.ts";
+import { deadline } from "../util/deadline.ts";
+
+/** Bodies of at least this many bytes are counted against the budget. */
+export const LARGE_BODY = 64 * 1024;
+
+/** A body waiting for room. */
+interface Waiter {
+  bytes: number;
+  admit: () => void;
+}
+
+/** The budget of one worker (one server). */
+export class BodyBudget {
+  #held = 0;
+  #running = 0;
+  readonly #queue: Waiter[] = [];
+
+  /** @param budget bytes of large bodies handled at once; 0: no limit. */
+  constructor(readonly budget: number) {}
+
+  /** Bytes of large bodies in progress. */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** Large bodies waiting for room. */
+  get waiting(): number {
+    return this.#queue.length;
+  }
+
+  #fits(bytes: number): boolean {
+    return this.#running === 0 || this.#held + bytes <= this.budget;
+  }
+
+  #take(bytes: number): () => void {
+    this.#held += bytes;
+    this.#running++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.#held -= bytes;
+      this.#running--;
+      this.#wake();
+    };
+  }
+
+  /** Admits waiters in arrival order while the first of them fits. */
+  #wake(): void {
+    while (this.#queue.length > 0 && this.#fits(this.#queue[0].bytes)) {
+      this.#queue.shift()!.admit();
+    }
+  }
+
+  /**
+   * Runs `work` for a body of `bytes` bytes once the budget admits it (at once for a small body
+   * or when it fits). Waits at most `waitMs` (and not past `signal`), else throws 503 HTTP_BUSY.
+   */
+  async run<T>(
+    bytes: number,
+    waitMs: number,
+    signal: AbortSignal | null,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    if (bytes < LARGE_BODY || this.budget <= 0) return await work();
+    const release = this.#queue.length === 0 && this.#fits(bytes)
+      ? this.#take(bytes)
+      : await this.#wait(bytes, waitMs, signal);
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  }
+
+  #wait(bytes: number, waitMs: number, signal: AbortSignal | null): Promise<() => void> {
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = {
+        bytes,
+        admit: () => {
+          limit.clear();
+          signal?.removeEventListener("abort", leave);
+          resolve(this.#take(bytes));
+        },
+      };
+      const give = (why: string) => {
+        const i = this.#queue.indexOf(waiter);
+        if (i < 0) return;
+        this.#queue.splice(i, 1);
+        limit.clear();
+        signal?.removeEventListener("abort", leave);
+        // The next one may fit now that this one no longer waits ahead of it.
+        this.#wake();
+        reject(new SvcError("HTTP_BUSY", why));
+      };
+      const leave = () => give("the client left while its request body waited");
+      const limit = deadline(
+        waitMs,
+        () =>
+          give(
+            `the server is busy with other large request bodies (${bytes} bytes waited ${
+              Math.round(waitMs / 1000)
+            } s); retry later`,
+          ),
+      );
+      signal?.addEventListener("abort", leave, { once: true });
+      this.#queue.push(waiter);
+    });
+  }
+}
