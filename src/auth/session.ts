@@ -316,16 +316,26 @@ export class Sessions {
     if (newExp <= now) return { claims, setCookie: null };
     try {
       const renewed = await this.mint(claims, { now, authTime: claims.auth_time });
-      return { claims: renewed.claims, setCookie: this.cookie(renewed.token) };
+      return { claims: renewed.claims, setCookie: this.sessionCookie(renewed) };
     } catch {
       // Renewal is best effort; the presented token is still valid.
       return { claims, setCookie: null };
     }
   }
 
-  /** `Set-Cookie` value carrying `token` as the session cookie. */
+  /** `Set-Cookie` value carrying `token` as the session cookie (`Max-Age`: `jwt.max_age`). */
   cookie(token: string): string {
     return this.#setCookie(token, Math.floor(this.#cfg.maxAge));
+  }
+
+  /**
+   * `Set-Cookie` value carrying a minted session: its `Max-Age` is the token's lifetime, shorter
+   * than `jwt.max_age` when `jwt.max_session_age` caps its `exp` (the cookie never outlives the
+   * token in it).
+   */
+  sessionCookie(minted: MintedSession): string {
+    const lifetime = minted.claims.exp - minted.claims.iat;
+    return this.#setCookie(minted.token, Math.floor(Math.min(this.#cfg.maxAge, lifetime)));
   }
 
   /** `Set-Cookie` value deleting the session cookie (empty value, `Max-Age=0`). */

@@ -448,6 +448,19 @@ Deno.test("resolve: renewal is capped at auth_time + maxSessionAge", async () =>
   assert.ok(res.claims && res.setCookie);
   assert.equal(res.claims.iat, NOW + 600);
   assert.equal(res.claims.exp, authTime + MAX_SESSION_AGE);
+  // The cookie lives as long as the token in it (400 s), not jwt.max_age (1800 s).
+  assert.match(res.setCookie, /Max-Age=400(;|$)/);
+});
+
+Deno.test("a minted session's cookie lives as long as its token", async () => {
+  const sessions = new Sessions(config());
+  const fresh = await sessions.mint({ role: "r" }, { now: NOW });
+  assert.match(sessions.sessionCookie(fresh), /Max-Age=1800(;|$)/);
+  const late = await sessions.mint({ role: "r" }, {
+    now: NOW,
+    authTime: NOW - MAX_SESSION_AGE + 90,
+  });
+  assert.match(sessions.sessionCookie(late), /Max-Age=90(;|$)/);
 });
 
 Deno.test("resolve: no renewal when the cap leaves nothing to renew", async () => {

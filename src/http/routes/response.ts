@@ -396,7 +396,7 @@ export async function buildResponse(
     else if (isObject(r.jwt)) {
       try {
         const minted = await ctx.sessions.mint(r.jwt, { now: ctx.now });
-        headers.append("set-cookie", ctx.sessions.cookie(minted.token));
+        headers.append("set-cookie", ctx.sessions.sessionCookie(minted));
       } catch (e) {
         throw malformed(who, `jwt cannot be minted: ${(e as Error).message}`);
       }
