@@ -6,7 +6,8 @@
  * client took nothing for `pg.stall_timeout` while requests wait, the rest of its answer is read
  * ahead within `http.read_ahead` and the connection goes back to the pool — the client later gets
  * the whole answer — or, beyond the budget, the answer is ended (truncated) and the connection
- * freed. Both read paths are covered: a plain streamed read and a batch of the query stage.
+ * freed. Both read paths are covered: a plain streamed read (POST and GET) and a batch of the
+ * query stage.
  * Everything runs through a spawned svc, over raw sockets that stop reading.
  */
 import assert from "node:assert/strict";
@@ -25,14 +26,23 @@ interface Stalled {
   readAll(): Promise<{ complete: boolean; body: string }>;
 }
 
+/** A POST of `body`, or, for a {@link GetRead}, a GET of its query string. */
 async function stalledPost(url: string, body: unknown): Promise<Stalled> {
   const u = new URL(url);
   const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
-  const json = new TextEncoder().encode(JSON.stringify(body));
-  const head = `POST /svc HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\n` +
-    `content-length: ${json.length}\r\nconnection: close\r\n\r\n`;
-  await conn.write(new TextEncoder().encode(head));
-  await conn.write(json);
+  if (body instanceof GetRead) {
+    await conn.write(
+      new TextEncoder().encode(
+        `GET /svc?${body.query} HTTP/1.1\r\nhost: ${u.host}\r\nconnection: close\r\n\r\n`,
+      ),
+    );
+  } else {
+    const json = new TextEncoder().encode(JSON.stringify(body));
+    const head = `POST /svc HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\n` +
+      `content-length: ${json.length}\r\nconnection: close\r\n\r\n`;
+    await conn.write(new TextEncoder().encode(head));
+    await conn.write(json);
+  }
   return {
     async readAll() {
       const parts: Uint8Array[] = [];
@@ -100,7 +110,14 @@ async function quickRead(url: string): Promise<{ status: number; ms: number }> {
   }
 }
 
+/** A read sent as GET /svc with this query string. */
+class GetRead {
+  constructor(readonly query: string) {}
+}
+
 const READ = { relation: "big", order_by: ["id"] };
+/** {@link READ} in the GET form. */
+const GET_READ = new GetRead("relation=big&order_by=id");
 const BATCH = [{ relation: "artist", limit: 1 }, { relation: "big", order_by: ["id"] }];
 const OUTCOME = (o: string) => new RegExp(`^svc_slow_clients_total\\{outcome="${o}"\\} `);
 
@@ -142,7 +159,7 @@ Deno.test({
   sanitizeOps: false,
   async fn() {
     await withSvc(["--http.read_ahead=268435456"], async (svc) => {
-      for (const body of [READ, BATCH]) {
+      for (const body of [READ, GET_READ, BATCH]) {
         for (const s of await holdThePool(svc, body)) {
           const got = await s.readAll();
           assert.ok(got.complete, "a read-ahead answer ended early");
@@ -153,7 +170,7 @@ Deno.test({
           } else checkRows(got.body);
         }
       }
-      assert.ok((await metricValue(svc.url, OUTCOME("read_ahead"))) >= 4);
+      assert.ok((await metricValue(svc.url, OUTCOME("read_ahead"))) >= 6);
       assert.equal(await metricValue(svc.url, OUTCOME("ended")), 0);
       assert.equal(await metricValue(svc.url, /^svc_read_ahead_bytes /), 0, "bytes still held");
     });
@@ -166,13 +183,13 @@ Deno.test({
   sanitizeOps: false,
   async fn() {
     await withSvc(["--http.read_ahead=0"], async (svc) => {
-      for (const body of [READ, BATCH]) {
+      for (const body of [READ, GET_READ, BATCH]) {
         for (const s of await holdThePool(svc, body)) {
           const got = await s.readAll();
           assert.ok(!got.complete, "an ended answer came whole");
         }
       }
-      assert.ok((await metricValue(svc.url, OUTCOME("ended"))) >= 4);
+      assert.ok((await metricValue(svc.url, OUTCOME("ended"))) >= 6);
       assert.ok(svc.output().includes("a streamed answer was ended"), "no log line");
     });
   },
