@@ -303,6 +303,31 @@ Deno.test("merge: a track moved between two albums of the payload is updated, no
   ]]);
 });
 
+Deno.test("merge: a keyed child of a parent outside the payload moves, whatever foreign key it carries", async () => {
+  const a = await newAlbum(["moving", "staying"]);
+  const b = await newAlbum(["other"]);
+  const moving = a.tracks[0];
+  const { res } = await write(albumTree("merge"), [{
+    album_id: b.album_id,
+    tracks: [{ track_id: b.tracks[0].track_id }, { track_id: moving.track_id }],
+  }]);
+  assert.deepEqual(res.stats[1], stat(["tracks"], "public.track", 2, 0, 2, 0));
+  const owner = await one(`select album_id from track where track_id = $1`, [moving.track_id]);
+  assert.equal(owner[0].album_id, b.album_id, "moved to the payload's album");
+  // The row read earlier, still naming album b, nested under album a: the parent's key wins.
+  const tree = albumTree("merge");
+  tree.join.tracks.select = [...TRACK, "album_id"];
+  await write(tree, [{
+    album_id: a.album_id,
+    tracks: [
+      { track_id: a.tracks[1].track_id },
+      { track_id: moving.track_id, album_id: b.album_id },
+    ],
+  }]);
+  const back = await one(`select album_id from track where track_id = $1`, [moving.track_id]);
+  assert.equal(back[0].album_id, a.album_id);
+});
+
 Deno.test("merge-new on a natural-key link table: insert new links, keep existing, delete omitted", async () => {
   const tree = {
     relation: "playlist",
