@@ -15,7 +15,14 @@ import { type ComplexQuery, parseBody } from "../request/complex.ts";
 import { checkQueryString, parseGetQuery } from "../request/query_string.ts";
 import { parseJson } from "../request/body.ts";
 import { planAndCompileWrite, type PlanCompileOptions } from "../write/template.ts";
-import { executeWrite, toSend, type WriteResult, writeResult } from "../write/execute.ts";
+import {
+  executeWrite,
+  explained,
+  explainOutput,
+  toSend,
+  type WriteResult,
+  writeResult,
+} from "../write/execute.ts";
 import type { CompiledWrite } from "../write/compile.ts";
 import { capRowSize } from "../compile/rowsize.ts";
 import { redactMarkers } from "../util/markers.ts";
@@ -153,8 +160,9 @@ async function runWrite(
   if (q.rollback) tx.send("savepoint svc_rollback");
   // The statements and the read-back pipelined: one round trip.
   const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
-  const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, back ? [back] : []);
-  writeOutput(out, q, want, wr, back, wr.answer ?? wr.after[0] ?? []);
+  const after = back ? (want.plan ? [back, explained(back)] : [back]) : [];
+  const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, after);
+  writeOutput(out, q, want, wr, back, wr.answer ?? wr.after[0] ?? [], false, wr.after[1]);
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
   return q.complex ? withWarnings(ctx, q, out) : out.result;
 }
@@ -411,13 +419,20 @@ function writeOutput(
   back: { sql: string } | null,
   rows: Record<string, unknown>[],
   raw = false,
+  backPlan?: Record<string, unknown>[],
 ): void {
   const sqlOut: unknown[] = [...wr.sql];
   if ((back || wr.answer) && !raw) out.result = parseRows(rows);
   if (back && want.sql) sqlOut.push({ path: [], select: back.sql });
   if (q.stats) out.stats = want.stats ? wr.stats : [];
   if (q.sql) out.sql = want.sql ? sqlOut : [];
-  if (q.query_plan) out.query_plan = want.plan ? [...wr.plans] : [];
+  if (q.query_plan) {
+    out.query_plan = !want.plan
+      ? []
+      : backPlan
+      ? [...wr.plans, { path: [], plan: explainOutput(backPlan) }]
+      : [...wr.plans];
+  }
 }
 
 /**
@@ -441,14 +456,24 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    results = await pipeline(ctx.db, ctx.who, back ? [...sent, back] : sent, end);
+    const after = back ? (want.plan ? [back, explained(back)] : [back]) : [];
+    results = await pipeline(ctx.db, ctx.who, [...sent, ...after], end);
   } catch (e) {
     throw w.error(e);
   }
   const out: Record<string, unknown> = {};
   const wr = writeResult(w, results.slice(0, sent.length), opts);
   const rows = wr.answer ?? results[sent.length] ?? [];
-  writeOutput(out, q, want, wr, back, rows, true);
+  writeOutput(
+    out,
+    q,
+    want,
+    wr,
+    back,
+    rows,
+    true,
+    back && want.plan ? results[sent.length + 1] : undefined,
+  );
   // The answer's rows are JSON texts: joined, not parsed and serialized again.
   const result = back || wr.answer ? `[${rows.map((row) => row.j).join(",")}]` : undefined;
   if (!q.complex) return result ?? "null";

@@ -51,6 +51,14 @@ export interface Sent {
 }
 
 /**
+ * A write's read-back under `query_plan`: its plan too (`EXPLAIN (ANALYZE, FORMAT JSON)`, sent
+ * after the read-back itself, whose rows are still the answer), as `sql` lists its text.
+ */
+export function explained(back: Sent): Sent {
+  return { sql: `EXPLAIN (ANALYZE, FORMAT JSON) ${back.sql}`, params: back.params };
+}
+
+/**
  * The statements to send for `w`. With `queryPlan` each runs under `EXPLAIN (ANALYZE, FORMAT
  * JSON)`, which executes it — once: its effects, the values it stores for the statements after
  * it included, are those of the plain statement; only its counts are not returned (stats and
@@ -114,7 +122,7 @@ export function firstFailure(settled: PromiseSettledResult<unknown>[]): unknown 
 }
 
 /** The plan object of `EXPLAIN (FORMAT JSON)` output (one row, one column holding a one-element array). */
-function explainOutput(rows: Row[]): unknown {
+export function explainOutput(rows: Row[]): unknown {
   let v: unknown = rows[0] ? Object.values(rows[0])[0] : null;
   if (typeof v === "string") v = JSON.parse(v);
   return Array.isArray(v) && v.length === 1 ? v[0] : v;

@@ -225,6 +225,30 @@ Deno.test("query_plan on a write returns ANALYZE plans and the write persists", 
   assert.equal((await sql`select count(*)::int as n from genre where name = 'Planned'`)[0].n, 1);
 });
 
+Deno.test("query_plan on a write has a plan per statement the sql flag lists, the read-back's too", async () => {
+  const write = (name: string) => ({
+    query: artistTree,
+    data: [{ name, albums: [{ title: "x", tracks: [track("t")] }] }],
+    query_plan: true,
+    sql: true,
+    rollback: true,
+  });
+  const single = await post(write("P1"));
+  // A write in a batch runs on another path (the batch's transaction).
+  const batch = await post([{ relation: "genre", limit: 1 }, write("P2")]);
+  assert.equal(single.status, 200, JSON.stringify(single.body));
+  assert.equal(batch.status, 200, JSON.stringify(batch.body));
+  for (const body of [single.body, batch.body[1]]) {
+    const paths = (xs: { path: string[] }[]) => xs.map((x) => x.path);
+    assert.deepEqual(paths(body.query_plan), paths(body.sql));
+    assert.deepEqual(paths(body.query_plan), [[], ["albums"], ["albums", "tracks"], []]);
+    const readBack = body.query_plan[3].plan;
+    assert.ok("Actual Rows" in readBack.Plan, JSON.stringify(readBack).slice(0, 300));
+    // The answer is still the rows read back.
+    assert.equal(body.result[0].albums[0].tracks[0].name, "t");
+  }
+});
+
 Deno.test("the sql flag shows the same statements for 1 and 1,000 child rows, plus the read-back", async () => {
   const one = await post({
     query: artistTree,
