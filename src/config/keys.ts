@@ -10,7 +10,15 @@ import { z } from "zod";
 import { DEFAULT_MAX_PARAMS } from "../db/bind_limit.ts";
 
 /** Value kinds a key may hold; strings from env and flags are coerced to them. */
-export type KeyKind = "string" | "int" | "number" | "bool" | "list" | "yn" | { enum: string[] };
+export type KeyKind =
+  | "string"
+  | "int"
+  | "port"
+  | "number"
+  | "bool"
+  | "list"
+  | "yn"
+  | { enum: string[] };
 
 /** One configuration key. */
 export interface KeySpec {
@@ -63,6 +71,14 @@ const int = kindOf(
   () =>
     z.union([z.number(), z.string().regex(/^-?\d+$/).transform(Number)]).pipe(
       z.number().int().min(0),
+    ),
+);
+/** A TCP port: an int from 0 to 65535. */
+const port = kindOf(
+  "port",
+  () =>
+    z.union([z.number(), z.string().regex(/^-?\d+$/).transform(Number)]).pipe(
+      z.number().int().min(0).max(65535),
     ),
 );
 const num = kindOf(
@@ -204,7 +220,7 @@ const CONFIG_SCHEMA = z.object({
   pg: z.object({
     uri: text("Full connection string; exclusive with the granular pg.* fields."),
     host: text("Database host (when pg.uri is unset).", "localhost"),
-    port: int("Database port.", 5432),
+    port: port("Database port.", 5432),
     database: text("Database name."),
     user: text("Connecting user; must be a member of every role a JWT may carry."),
     password: text("Password of pg.user."),
@@ -306,7 +322,7 @@ const CONFIG_SCHEMA = z.object({
   }),
   http: z.object({
     host: text("Listen address (all interfaces by default).", "0.0.0.0"),
-    port: int("Listen port.", 8080),
+    port: port("Listen port.", 8080),
     workers: int(
       "Worker threads serving HTTP on the one port (SO_REUSEPORT), each with its share of pg.pool_size (default: the cores the process may use; 1 in dev).",
     ),
@@ -398,7 +414,7 @@ const CONFIG_SCHEMA = z.object({
       enable: devSwitch(
         "Serve Prometheus metrics at /svc/metrics on the main listener (default: dev).",
       ),
-      port: int(
+      port: port(
         "Serve /svc/metrics on a listener of its own on this port of http.metrics.host (whatever http.metrics.enable says); the main listener then does not.",
       ),
       host: text("Address the http.metrics.port listener binds.", "127.0.0.1"),
@@ -532,6 +548,7 @@ export function describeKind(kind: KeyKind): string {
   return {
     string: "a string",
     int: "a non-negative integer",
+    port: "a port number (0 to 65535)",
     number: "a non-negative number",
     bool: "a boolean (true/false)",
     yn: "y or n",

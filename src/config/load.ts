@@ -12,6 +12,7 @@ import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import { checkIssuerConfig } from "../auth/issuers.ts";
 import { checkExposedConfig } from "../db/exposed.ts";
 import { readUris, topologyProblem } from "../db/topology.ts";
+import { resolveConfig } from "../pg/config.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {
@@ -286,6 +287,21 @@ function build(flat: Flat): Config {
     }
   }
   cfg.pg.read_uri = readUris(cfg.pg.read_uri);
+  // Connection strings are checked now, not at the first connection (which retries for ever).
+  for (
+    const [name, uri] of [
+      ["pg.uri", cfg.pg.uri],
+      ["pg.listen_uri", cfg.pg.listen_uri],
+      ...(cfg.pg.read_uri ?? []).map((u) => ["pg.read_uri", u]),
+    ] as [string, string | undefined][]
+  ) {
+    if (uri === undefined) continue;
+    try {
+      resolveConfig(uri);
+    } catch (e) {
+      throw new ConfigError(`invalid value for "${name}": ${(e as Error).message}`);
+    }
+  }
   const topology = topologyProblem(cfg.pg);
   if (topology) throw new ConfigError(topology);
   const maxParams = cfg.pg.query.max_params;

@@ -110,8 +110,33 @@ Deno.test("ill-typed values and unparsable files", () => {
   assert.throws(
     () => loadConfig({ args: ["--http.port=abc"], env: {} }),
     (e: Error) =>
-      e instanceof ConfigError && e.message.includes("http.port") && e.message.includes("integer"),
+      e instanceof ConfigError && e.message.includes("http.port") && e.message.includes("port"),
   );
+  // Out of range, for every port key: refused when loading, not when listening.
+  for (const key of ["http.port", "pg.port", "http.metrics.port"]) {
+    assert.throws(
+      () => loadConfig({ args: [`--${key}=99999`], env: {} }),
+      (e: Error) => e instanceof ConfigError && e.message.includes(`"${key}"`),
+    );
+  }
+  // Connection strings are parsed when loading (the first connection retries for ever).
+  for (
+    const [key, value] of [
+      ["pg.uri", "x"],
+      ["pg.uri", "postgres://h:99999/db"],
+      ["pg.uri", "postgres://h/db?sslmode=sometimes"],
+      ["pg.listen_uri", "host=h port=abc"],
+      ["pg.read_uri", "mysql://h/db"],
+    ]
+  ) {
+    assert.throws(
+      () => loadConfig({ args: [`--${key}=${value}`], env: {} }),
+      (e: Error) =>
+        e instanceof ConfigError && e.message.includes(`"${key}"`) &&
+        e.message.includes("connection string"),
+      `${key}=${value}`,
+    );
+  }
   assert.throws(
     () => loadConfig({ args: ["--jwt.algorithm=RS256"], env: {} }),
     (e: Error) => e instanceof ConfigError && e.message.includes("HS256"),
