@@ -235,6 +235,10 @@ export async function supervise(
     void h.listening().then(() => shared && h.post({ t: "state", state: shared }), () => {});
   };
 
+  // Workers bind with SO_REUSEPORT, which would let them join another process's listeners on the
+  // port (another svc's workers): the port is first bound plainly, which fails when anything
+  // listens there, and let go for the workers.
+  if (port !== 0) Deno.listen({ hostname: cfg.http.host, port }).close();
   // The first worker binds (port 0 picks one); the others join it on the same port.
   for (let i = 0; i < count; i++) {
     const h = new WorkerHandle(moduleUrl, i, onMessage, onDeath);

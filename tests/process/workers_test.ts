@@ -155,8 +155,14 @@ Deno.test("SIGUSR1 never opens Deno's inspector (one worker)", async () => {
 });
 
 Deno.test("a busy port stops a multi-worker start with the usual message", async () => {
+  // Held plainly, or with SO_REUSEPORT as another svc's workers hold it (which workers binding
+  // with SO_REUSEPORT would join, sharing its connections, before the port was probed).
+  for (const reusePort of [false, true]) await busyPortStops(reusePort);
+});
+
+async function busyPortStops(reusePort: boolean): Promise<void> {
   const port = freePort();
-  const blocker = Deno.listen({ hostname: "127.0.0.1", port });
+  const blocker = Deno.listen({ hostname: "127.0.0.1", port, reusePort });
   try {
     const child = new Deno.Command(Deno.execPath(), {
       args: [
@@ -178,4 +184,4 @@ Deno.test("a busy port stops a multi-worker start with the usual message", async
   } finally {
     blocker.close();
   }
-});
+}
