@@ -24,15 +24,34 @@ export function editDistance(a: string, b: string): number {
 }
 
 /**
+ * Names longer than this get no hint: PostgreSQL's identifiers are at most 63 bytes, and the
+ * distance costs the product of the two lengths (a client's 4 MB name against every candidate
+ * held a worker for seconds).
+ */
+export const MAX_HINTED_NAME = 128;
+
+/** The edits a typo of `name` may have (a third of its length, at least 2). */
+function typoLimit(name: string): number {
+  return Math.max(2, Math.floor(name.length / 3));
+}
+
+/** Whether `candidate` may be within `limit` edits of `name` (lengths alone can rule it out). */
+function mayBeWithin(name: string, candidate: string, limit: number): boolean {
+  return Math.abs(name.length - candidate.length) <= limit;
+}
+
+/**
  * The candidate closest to `name`, if it is close enough to be a plausible typo (at most a third
- * of the name's length, minimum 2 edits); ties go to the first candidate in order.
+ * of the name's length, minimum 2 edits); ties go to the first candidate in order. None for a
+ * name over {@link MAX_HINTED_NAME} characters.
  */
 export function closest(name: string, candidates: Iterable<string>): string | null {
-  const limit = Math.max(2, Math.floor(name.length / 3));
+  if (name.length > MAX_HINTED_NAME) return null;
+  const limit = typoLimit(name);
   let best: string | null = null;
   let bestD = Infinity;
   for (const c of candidates) {
-    if (c === name) continue;
+    if (c === name || !mayBeWithin(name, c, limit)) continue;
     const d = editDistance(name, c);
     if (d < bestD && d <= limit) {
       best = c;
@@ -69,15 +88,16 @@ const MAX_RANKED = 32;
 
 /**
  * The candidates close enough to `name` to be a plausible typo (as {@link closest}), closest
- * first (ties in the given order), at most 32.
+ * first (ties in the given order), at most 32; none for a name over {@link MAX_HINTED_NAME}.
  */
 export function ranked(name: string, candidates: Iterable<Candidate>): Candidate[] {
-  const limit = Math.max(2, Math.floor(name.length / 3));
+  if (name.length > MAX_HINTED_NAME) return [];
+  const limit = typoLimit(name);
   const out: { c: Candidate; d: number; i: number }[] = [];
   let i = 0;
   for (const c of candidates) {
     i++;
-    if (c.name === name) continue;
+    if (c.name === name || !mayBeWithin(name, c.name, limit)) continue;
     const d = editDistance(name, c.name);
     if (d <= limit) out.push({ c, d, i });
   }

@@ -324,6 +324,36 @@ Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTT
   });
 });
 
+Deno.test('huge unknown names answer at once (no "did you mean" over them)', async () => {
+  await withServer([], async (s) => {
+    const huge = "z".repeat(2_000_000);
+    const bodies: unknown[] = [
+      { relation: "artist", where: [huge, 1, 2] },
+      { relation: huge },
+      { function: huge },
+      { relation: "artist", select: [huge] },
+      { relation: "artist", order_by: [[huge, "name"]] },
+      { relation: "artist", join: { a: { relation: "album", on: { [huge]: "artist_id" } } } },
+    ];
+    for (const body of bodies) {
+      const t0 = performance.now();
+      const r = await fetch(`${s.url}/svc`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify(body),
+      });
+      const text = await r.text();
+      const ms = performance.now() - t0;
+      assert.ok(r.status >= 400 && r.status < 500, `${r.status} ${text.slice(0, 200)}`);
+      assert.ok(!text.includes("did you mean"), text.slice(-200));
+      assert.ok(ms < 1500, `${JSON.stringify(body).slice(0, 60)}: ${ms.toFixed(0)} ms`);
+    }
+    // A typo of a normal length still gets its hint.
+    const typo = await s.post("/svc", { relation: "artst" });
+    assert.match((await typo.json()).message, /did you mean 'artist'/);
+  });
+});
+
 Deno.test("405 on /svc carries Allow; invalid UTF-8 is 400 QUERY_INVALID", async () => {
   await withServer([], async (s) => {
     const put = await fetch(`${s.url}/svc`, { method: "PUT", headers: json, body: "{}" });
