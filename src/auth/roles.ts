@@ -27,6 +27,11 @@ export interface RequestRole {
   /** The request's `X-Request-Id`, set as `svc.request_id` for the transaction. */
   requestId?: string;
   /**
+   * The request's transactions are read-only (`GET /svc`: a link another site's page can make a
+   * browser follow with its cookie must not write; docs/security.md).
+   */
+  readOnly?: boolean;
+  /**
    * Where what runs the request's statements hooks its cancel, when `signal` aborts: the
    * request's own controller (src/http/identify.ts), cheaper than a listener on `signal` per
    * statement batch; absent: a listener on `signal`.
@@ -93,15 +98,17 @@ export function checkRole(
 
 const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +
   "set_config('statement_timeout', $3, true), set_config('svc.request_id', $4, true)";
+/** {@link SET_ROLE} making the transaction read-only too (`SET TRANSACTION READ ONLY`). */
+const SET_ROLE_READ_ONLY = `${SET_ROLE}, set_config('transaction_read_only', 'on', true)`;
 
 /**
  * The statement switching a transaction to the request's role, with its claims, statement
- * timeout (ms) and request id. It is a statement of its own because privileges are checked per
+ * timeout (ms) and request id (and making it read-only for a `readOnly` request). It is a statement of its own because privileges are checked per
  * statement.
  */
 export function setRole(who: RequestRole, statementTimeout: number | string): Statement {
   return {
-    sql: SET_ROLE,
+    sql: who.readOnly ? SET_ROLE_READ_ONLY : SET_ROLE,
     params: [who.role, JSON.stringify(who.claims), String(statementTimeout), who.requestId ?? ""],
     sink: DISCARD,
   };

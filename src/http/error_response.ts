@@ -63,8 +63,12 @@ function isPgError(e: unknown): e is PgLike & Error {
 export function statusOfSqlState(code: string): number {
   if (/^RS\d{3}$/.test(code)) return Number(code.slice(2));
   if (code === "42501") return 403;
-  if (code === "23505" || code === "23503") return 409;
-  if (code === "23502" || code === "23514") return 400;
+  // Conflicts with existing rows: a key taken, a reference missing, a range overlapping.
+  if (code === "23505" || code === "23503" || code === "23P01") return 409;
+  // Values a constraint refuses: not null, a check, a view's WITH CHECK OPTION.
+  if (code === "23502" || code === "23514" || code === "44000") return 400;
+  // A write in a read-only transaction: GET /svc reads only (a VOLATILE function that writes).
+  if (code === "25006") return 405;
   if (code.startsWith("22")) return 400;
   // Operand types that do not fit (e.g. comparing text with a number), writing a generated column.
   if (["42883", "42804", "42846", "42725", "428C9"].includes(code)) return 400;
@@ -192,6 +196,8 @@ export function errorResponse(e: unknown, ctx: ErrorContext, headers?: HeadersIn
   if (
     err.code === "PG_UNAVAILABLE" || err.code === "PG_POOL_EXHAUSTED" || err.code === "HTTP_BUSY"
   ) h.set("retry-after", "1");
+  // A GET that tried to write (read-only transaction): only POST may.
+  if (err.code === "PG_25006") h.set("allow", "POST");
   h.set("x-svc-errorcode", err.code);
   return new Response(JSON.stringify(errorBody(err, ctx)), { status: err.status, headers: h });
 }

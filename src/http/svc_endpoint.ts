@@ -60,9 +60,14 @@ export async function handlePost(
   );
 }
 
-/** GET /svc: the same read from the query string. */
+/**
+ * GET /svc: the same read from the query string, in a read-only transaction: a browser follows a
+ * link from any site with its `SameSite=Lax` cookie, so a GET must not be able to write (a VOLATILE
+ * function that writes is 405 `PG_25006`; docs/security.md).
+ */
 export async function handleGet(ctx: SvcContext, url: URL): Promise<PlainAnswer> {
-  return jsonAnswer(await runGet(withBodies(ctx), url));
+  const readOnly = { ...withBodies(ctx), who: { ...ctx.who, readOnly: true } };
+  return jsonAnswer(await runGet(readOnly, url));
 }
 
 /** `ctx` as a query context: itself when {@link queryContext} made it, else a copy. */
