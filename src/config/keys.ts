@@ -302,6 +302,10 @@ const CONFIG_SCHEMA = z.object({
         "Most bind parameters (request values) one statement may carry, 100 to 65533 (the protocol's and driver's limit); 400 QUERY_INVALID beyond, before anything is sent.",
         DEFAULT_MAX_PARAMS,
       ),
+      max_statement_size: int(
+        "Longest SQL text one statement may have, in characters (256 KiB, besides 32 per bind parameter); a query compiling to more is 400 QUERY_INVALID before anything is sent (a backend's memory for a statement grows with its text: ≈ 90 MB for 1 MB of nested expressions). Statements over 16 KiB are run unnamed, never kept prepared.",
+        262144,
+      ),
       max_row_size: int(
         "Largest single answer row in bytes (64 MiB); a larger one fails the request with 400 QUERY_RESULT_TOO_LARGE, never buffered by svc.",
         67108864,

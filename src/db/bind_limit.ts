@@ -18,6 +18,20 @@ export const DEFAULT_MAX_PARAMS = 10_000;
 /** The smallest `pg.query.max_params` accepted (a PostgreSQL function takes up to 100 arguments). */
 export const MIN_MAX_PARAMS = 100;
 
+/** Default of `pg.query.max_statement_size`, in characters. */
+export const DEFAULT_MAX_STATEMENT_SIZE = 256 * 1024;
+
+/** The 400 QUERY_INVALID for a statement whose SQL text is `size` characters, over `max`. */
+export function statementSizeError(size: number, max: number): SvcError {
+  const n = (x: number) => x.toLocaleString("en-US");
+  return new SvcError(
+    "QUERY_INVALID",
+    `a statement's SQL text is at most ${n(max)} characters (pg.query.max_statement_size); ` +
+      `this query compiles to ${n(size)}: ask for fewer or simpler expressions`,
+    { details: { pointer: "", limit: "pg.query.max_statement_size" } },
+  );
+}
+
 /**
  * The 400 QUERY_INVALID for a statement needing `count` bind parameters when at most `max` are
  * allowed, or null when it fits. `max` above {@link WIRE_MAX_PARAMS} counts as that.

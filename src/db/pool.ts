@@ -13,7 +13,12 @@ import type { Statement } from "../pg/connection.ts";
 import { SvcError } from "../svc_error.ts";
 import { log } from "../observe/log.ts";
 import { metrics } from "../observe/metrics.ts";
-import { paramsError, WIRE_MAX_PARAMS } from "./bind_limit.ts";
+import {
+  DEFAULT_MAX_STATEMENT_SIZE,
+  paramsError,
+  statementSizeError,
+  WIRE_MAX_PARAMS,
+} from "./bind_limit.ts";
 
 const ROLLBACK: Statement = { sql: "rollback" };
 
@@ -52,6 +57,8 @@ export interface PoolOptions {
   stallTimeout?: number;
   /** Most bind parameters one statement may carry (`pg.query.max_params`; default: the hard limit). */
   maxParams?: number;
+  /** Longest SQL text of one statement (`pg.query.max_statement_size`). */
+  maxStatementSize?: number;
   /**
    * Seconds a connection serves before it is closed and replaced (`pg.max_lifetime`, default
    * {@link DEFAULT_MAX_LIFETIME}; 0: for ever). See {@link Database}.
@@ -80,6 +87,9 @@ export const DEFAULT_LEASE_GRACE = 5;
  * docs/performance.md).
  */
 export const MAX_STATEMENTS = 256;
+
+/** Characters of a statement's text taken as one bind parameter's placeholder and cast. */
+const PLACEHOLDER_ALLOWANCE = 32;
 
 // Times here are `Date.now()`: millisecond precision is enough, and it costs no runtime op
 // (`performance.now()` does, several times per request).
@@ -262,6 +272,8 @@ export class Database {
   readonly statementTimeoutText: string;
   /** Most bind parameters one statement may carry (`pg.query.max_params`). */
   readonly maxParams: number;
+  /** Longest SQL text of one statement (`pg.query.max_statement_size`). */
+  readonly maxStatementSize: number;
 
   /** Opens a lazy pool (`opts` or just its size); nothing connects before the first request. */
   constructor(uri: string, opts: PoolOptions | number) {
@@ -274,6 +286,7 @@ export class Database {
     this.statementTimeout = o.statementTimeout ?? 0;
     this.statementTimeoutText = String(this.statementTimeout);
     this.maxParams = Math.min(o.maxParams ?? WIRE_MAX_PARAMS, WIRE_MAX_PARAMS);
+    this.maxStatementSize = o.maxStatementSize ?? DEFAULT_MAX_STATEMENT_SIZE;
     this.#leaseDeadlineMs = this.statementTimeout > 0
       ? this.statementTimeout + (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000
       : 0;
@@ -304,9 +317,15 @@ export class Database {
     };
   }
 
-  /** The 400 QUERY_INVALID for a statement with more bind parameters than allowed, or null. */
-  paramsError(params: readonly unknown[]): SvcError | null {
-    return params.length > this.maxParams ? paramsError(params.length, this.maxParams) : null;
+  /**
+   * The 400 QUERY_INVALID for a statement with more bind parameters, or a longer SQL text, than
+   * allowed; null when it may be sent.
+   */
+  statementError(sql: string, params: readonly unknown[]): SvcError | null {
+    if (params.length > this.maxParams) return paramsError(params.length, this.maxParams);
+    // Bind placeholders (`$n::type`) are what pg.query.max_params bounds: not counted here.
+    const size = sql.length - PLACEHOLDER_ALLOWANCE * params.length;
+    return size > this.maxStatementSize ? statementSizeError(size, this.maxStatementSize) : null;
   }
 
   /** Starts the lease deadline's sweep (it stops itself once no slot is leased). */

@@ -369,7 +369,7 @@ export interface ReadTargetSettings {
   stall_timeout?: number;
   prepared_statements: boolean;
   max_lifetime: number;
-  query: { statement_timeout: number; max_params: number };
+  query: { statement_timeout: number; max_params: number; max_statement_size: number };
 }
 
 /**
@@ -393,6 +393,7 @@ export function openReadTargets(
     leaseGrace: cfg.pg.lease_grace,
     stallTimeout: cfg.pg.stall_timeout,
     maxParams: cfg.pg.query.max_params,
+    maxStatementSize: cfg.pg.query.max_statement_size,
     preparedStatements: cfg.pg.prepared_statements,
     maxLifetime: cfg.pg.max_lifetime,
   };

@@ -235,9 +235,9 @@ export async function runAs<T>(
   opts: EndOptions | OpenOptions<T>,
 ): Promise<Result[] | T> {
   const n = statements.length;
-  // Too many bind parameters: refused before a connection is taken.
+  // Too many bind parameters or too long a text: refused before a connection is taken.
   for (let i = 0; i < n; i++) {
-    const tooMany = db.paramsError(statements[i].params ?? NO_PARAMS);
+    const tooMany = db.statementError(statements[i].sql, statements[i].params ?? NO_PARAMS);
     if (tooMany) throw tooMany;
   }
   const lease = db.tryAcquire(who.requestId) ?? await db.acquire(who.signal, who.requestId);
@@ -429,15 +429,15 @@ async function inside<T>(
       sent.push(q);
     },
     query: (sql, params, opts) => {
-      // Too many bind parameters: refused before the statement is sent.
-      const tooMany = db.paramsError(params);
+      // Too many bind parameters or too long a text: refused before the statement is sent.
+      const tooMany = db.statementError(sql, params);
       if (tooMany) return Promise.reject(tooMany);
       const q = conn.query({ sql, params, prepare: opts?.prepare ?? true });
       q.then(touch, touch);
       return q.then(withCount);
     },
     rows: async (sql, params, batch, each) => {
-      const tooMany = db.paramsError(params);
+      const tooMany = db.statementError(sql, params);
       if (tooMany) throw tooMany;
       // A named portal with a row limit: it survives the transaction's other statements (which
       // use the unnamed one) between fetches, and ends with the transaction.

@@ -127,6 +127,12 @@ export interface ConnectionOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * Statements whose SQL text is longer than this run unnamed, never kept prepared: a backend keeps
+ * a prepared statement's parse and plan trees, which grow with the text (≈ 90 MB for 1 MB of
+ * nested expressions), for as long as the statement stays among the connection's kept ones.
+ */
+export const MAX_PREPARED_SQL = 16 * 1024;
 const MAX_MESSAGE = (1 << 30) + (1 << 16);
 /** Messages other than DataRow are small: a larger length is a broken stream. */
 const MAX_OTHER_MESSAGE = 64 << 20;
@@ -575,7 +581,7 @@ export class Connection {
         const portal = s.portal ?? "";
         let prep: Prepared | null = null;
         let parsed = false;
-        if (s.prepare !== false && this.#maxStatements > 0) {
+        if (s.prepare !== false && this.#maxStatements > 0 && s.sql.length <= MAX_PREPARED_SQL) {
           prep = this.#prepared.get(s.sql) ?? null;
           if (prep && !prep.ready && prep.batch !== id) {
             // Being prepared by an earlier batch still in flight, whose failure would leave it

@@ -82,6 +82,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     stallTimeout: cfg.pg.stall_timeout,
     maxLifetime: cfg.pg.max_lifetime,
     maxParams: cfg.pg.query.max_params,
+    maxStatementSize: cfg.pg.query.max_statement_size,
     preparedStatements: cfg.pg.prepared_statements,
   });
   const health = new HealthProbe(connectionString(cfg));

@@ -101,6 +101,48 @@ function assertTooMany(r: { status: number; code: string | null; text: string },
   assert.match(body.message, /bind parameters/, label);
 }
 
+/** A select of `keys` expressions, each `depth` additions deep: no bind parameters. */
+function deepSelect(keys: number, depth: number): unknown {
+  const select: Record<string, unknown> = { genre_id: "genre_id" };
+  for (let k = 0; k < keys; k++) {
+    let e: unknown = "genre_id";
+    for (let d = 0; d < depth; d++) e = ["+", e, "genre_id"];
+    select[`k${k}`] = e;
+  }
+  return { relation: "genre", limit: 1, select };
+}
+
+Deno.test({
+  name: "a statement over pg.query.max_statement_size is 400 before a connection is taken",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    // Found by a hostile client: 2,000 keys 50 additions deep (1.8 MB, no values) grew one backend
+    // by 92 MB, kept while the statement stayed prepared; twelve at once, 2.5 GB.
+    const s = await startServer(uri, ["--pg.pool_size=2", "--pg.pool_timeout=1"]);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, () => post(s, deepSelect(2_000, 50))),
+      );
+      for (const a of answers) {
+        assert.equal(a.status, 400, a.text.slice(0, 300));
+        const body = JSON.parse(a.text);
+        assert.equal(body.details.limit, "pg.query.max_statement_size");
+        assert.match(body.message, /SQL text/);
+      }
+      // A large one under the limit runs (unnamed: over 16 KiB, never kept prepared).
+      const fits = await post(s, deepSelect(60, 20));
+      assert.equal(fits.status, 200, fits.text.slice(0, 300));
+      const [row] = JSON.parse(fits.text);
+      assert.equal(row.k59, row.genre_id * 21);
+      const h = await idle(s);
+      assert.equal(h.pool.in_use, 0, JSON.stringify(h.pool));
+    } finally {
+      await s.stop();
+    }
+  },
+});
+
 Deno.test({
   name: "65,533+ bind parameters: 4 × pool_size requests answer 400 at once; the pool stays idle",
   sanitizeResources: false,

@@ -4,7 +4,7 @@
  * value decoding, and failure: a terminated backend fails everything pending at once.
  */
 import assert from "node:assert/strict";
-import { Connection, type ConnectionOptions } from "../../src/pg/connection.ts";
+import { Connection, type ConnectionOptions, MAX_PREPARED_SQL } from "../../src/pg/connection.ts";
 import { PgConnectionError, PgError, type PgFields } from "../../src/pg/errors.ts";
 import { JsonArraySink } from "../../src/http/json_body.ts";
 import { emptyDb, psql, stopDb } from "../helpers/db.ts";
@@ -310,6 +310,34 @@ Deno.test({
       await c.execute([{ sql: "selec 1" }]).catch(() => {});
       const e = await c.execute([{ sql: "selec 1" }]).catch((x) => x);
       assert.equal(e.code, "42601");
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+Deno.test({
+  ...T,
+  name: "protocol: a statement over 16 KiB of SQL runs unnamed, never kept prepared",
+  async fn() {
+    const c = await open();
+    try {
+      // A backend keeps a prepared statement's trees, which grow with its text (src/pg/connection.ts).
+      const long = `select $1::int + 1 as n, '${"x".repeat(MAX_PREPARED_SQL)}' as pad`;
+      assert.ok(long.length > MAX_PREPARED_SQL);
+      for (let i = 0; i < 3; i++) {
+        const [r] = await c.execute([{ sql: long, params: [1] }]);
+        assert.equal(r.rows[0].n, 2);
+      }
+      assert.equal(c.preparedCount, 0);
+      const [n] = await c.execute([{
+        sql: "select count(*)::int as n from pg_prepared_statements",
+        prepare: false,
+      }]);
+      assert.equal(n.rows[0].n, 0);
+      // A short one is kept, as before.
+      await c.execute([{ sql: "select $1::int as v", params: [1] }]);
+      assert.equal(c.preparedCount, 1);
     } finally {
       await c.close();
     }
