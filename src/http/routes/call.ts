@@ -114,7 +114,7 @@ function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; p
 /**
  * The statement calling a simple route: named arguments from path params, then the query string,
  * then the body, each cast by PostgreSQL; an absent argument with a default is left out; a missing
- * required one is 400 naming it. Unknown query-string keys are ignored; unknown body keys are 400.
+ * required one is 400 naming it; a VARIADIC one takes the whole array. Unknown query-string keys are ignored; unknown body keys are 400.
  * The result is one JSON text: a set → array, else the value.
  */
 export function simpleStatement(fn: Func, src: ArgSources): Statement {
@@ -146,13 +146,15 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
         { details: { argument: name ?? `$${i + 1}` } },
       );
     }
+    // A VARIADIC argument (always the last one) is passed whole: `VARIADIC "xs" => <array>`.
+    const named = `${arg.mode === "variadic" ? "VARIADIC " : ""}${ident(name!)} =>`;
     if (value === null) {
-      parts.push(`${ident(name!)} => null::${arg.type}`);
+      parts.push(`${named} null::${arg.type}`);
       return;
     }
     const { expr, param } = argExpr(arg, params.length + 1, value);
     params.push(param);
-    parts.push(`${ident(name!)} => ${expr}`);
+    parts.push(`${named} ${expr}`);
   });
   const call = `${fnName(fn)}(${parts.join(", ")})`;
   let sql: string;
