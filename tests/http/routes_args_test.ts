@@ -1,6 +1,7 @@
 /**
  * Simple-route argument binding through real HTTP: VARIADIC functions (declared in a comment or in
- * configuration) called with `VARIADIC "xs" => …`.
+ * configuration) called with `VARIADIC "xs" => …`, and a repeated query-string or form key: an
+ * array for an array argument, else 400 QUERY_INVALID naming the argument (never svc's own SQL).
  */
 import assert from "node:assert/strict";
 import { chinookDb, stopDb } from "../helpers/db.ts";
@@ -27,6 +28,9 @@ const uri = await chinookDb(
     as $$ select jsonb_build_object('a', a, 't', t, 'n', n, 'j', j) $$;
   comment on function ra.tagged(int, text[], int[], jsonb) is
     'route:: path: /tagged/{a}, method: GET, POST';
+  create function ra.note(a int, b text default 'none') returns jsonb volatile language sql
+    as $$ select jsonb_build_object('a', a, 'b', b) $$;
+  comment on function ra.note(int, text) is 'route:: path: /note';
   grant execute on all functions in schema ra to "~anonymous";
 `,
 );
@@ -51,9 +55,24 @@ async function answer(res: Response | Promise<Response>): Promise<Answer> {
 
 const get = (path: string) => answer(srv.get(path));
 const post = (path: string, body: unknown) => answer(srv.post(path, body));
+const form = (path: string, body: string) =>
+  answer(fetch(srv.url + path, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body,
+  }));
+
 function ok(a: Answer, body: unknown): void {
   assert.equal(a.status, 200, JSON.stringify(a.body));
   assert.deepEqual(a.body, body);
+}
+
+/** 400 QUERY_INVALID whose message names `argument` and leaks none of svc's SQL. */
+function refused(a: Answer, argument: string): void {
+  assert.equal(a.status, 400, JSON.stringify(a.body));
+  assert.equal(a.code, "QUERY_INVALID", JSON.stringify(a.body));
+  assert.match(a.body.message, new RegExp(`"${argument}"`));
+  assert.doesNotMatch(a.body.message, /populate|select|\$\d/);
 }
 
 Deno.test("variadic simple route (comment): array literal or repeated key", async () => {
@@ -74,6 +93,31 @@ Deno.test("variadic simple route (configuration)", async () => {
   const bad = await get("/vsum?xs=1&xs=x");
   assert.equal(bad.status, 400, JSON.stringify(bad.body));
   assert.equal(bad.code, "PG_22P02");
+});
+
+Deno.test("repeated query-string key: 400 naming a one-value argument", async () => {
+  ok(await get("/echo/1?b=x"), { a: 1, b: "x" });
+  refused(await get("/echo/1?b=x&b=y"), "b");
+  // Even a key repeated with the same value, and for a jsonb argument.
+  refused(await get("/echo/1?b=x&b=x"), "b");
+  refused(await get("/tagged/1?j=1&j=2"), "j");
+  // The path param wins over the query string, repeated or not; unknown repeated keys are ignored.
+  ok(await get("/echo/1?a=5&a=6&z=1&z=2"), { a: 1, b: "none" });
+});
+
+Deno.test("repeated query-string key: an array argument takes every value", async () => {
+  ok(await get("/tagged/1?t=x&t=y&n=1&n=2"), { a: 1, t: ["x", "y"], n: [1, 2], j: null });
+  ok(await get("/tagged/1?t=%7Bx,y%7D"), { a: 1, t: ["x", "y"], n: [], j: null });
+});
+
+Deno.test("body: an array for a one-value argument is 400 naming it", async () => {
+  ok(await form("/note", "a=1&b=x"), { a: 1, b: "x" });
+  refused(await form("/note", "a=1&b=x&b=y"), "b");
+  refused(await post("/note", { a: 1, b: ["x"] }), "b");
+  refused(await post("/note", { a: [1, 2] }), "a");
+  ok(await form("/tagged/2", "t=x&t=y"), { a: 2, t: ["x", "y"], n: [], j: null });
+  ok(await post("/tagged/2", { j: [1, 2] }), { a: 2, t: [], n: [], j: [1, 2] });
+  ok(await form("/tagged/2", "j=1&j=2"), { a: 2, t: [], n: [], j: ["1", "2"] });
 });
 
 Deno.test("stop", async () => {

@@ -97,7 +97,7 @@ function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; p
   const t = arg.type;
   if (typeof value === "string") return { expr: `$${n}::text::${t}`, param: value };
   const json = JSON.stringify(value);
-  if (t === "jsonb" || t === "json") return { expr: `$${n}::text::jsonb::${t}`, param: json };
+  if (isJson(arg)) return { expr: `$${n}::text::jsonb::${t}`, param: json };
   if (Array.isArray(value) && t.endsWith("[]")) {
     return {
       expr:
@@ -111,11 +111,36 @@ function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; p
   return { expr: `($${n}::text::jsonb #>> '{}')::${t}`, param: json };
 }
 
+/** Whether an argument takes a JSON value as it is (an array or object included). */
+function isJson(arg: FunctionArg): boolean {
+  return arg.type === "jsonb" || arg.type === "json";
+}
+
+/**
+ * 400 for several values given to an argument that takes one: a repeated query-string key (or a
+ * repeated form key, an array in a JSON body) where the argument is not an array (nor, from a
+ * body, json), named rather than left to PostgreSQL's cast of svc's own SQL.
+ */
+function oneValue(fn: Func, arg: FunctionArg, from: "query" | "body"): SvcError {
+  const name = arg.name!;
+  const what = `argument "${name}" of ${fn.schema}.${fn.name} takes one value (${arg.type})`;
+  return from === "query"
+    ? new SvcError("QUERY_INVALID", `query-string key "${name}" is repeated: ${what}`, {
+      details: { argument: name },
+    })
+    : new SvcError("QUERY_INVALID", `${what}, not an array`, {
+      details: { argument: name, pointer: `/${name}` },
+    });
+}
+
 /**
  * The statement calling a simple route: named arguments from path params, then the query string,
  * then the body, each cast by PostgreSQL; an absent argument with a default is left out; a missing
- * required one is 400 naming it; a VARIADIC one takes the whole array. Unknown query-string keys are ignored; unknown body keys are 400.
- * The result is one JSON text: a set → array, else the value.
+ * required one is 400 naming it; a VARIADIC one takes the whole array. A repeated query-string key
+ * is an array: an array argument takes its values as elements, any other is 400 naming it (an
+ * array in the body likewise, json and jsonb arguments taking it as it is). Unknown query-string
+ * keys are ignored; unknown body keys are 400. The result is one JSON text: a set → array, else
+ * the value.
  */
 export function simpleStatement(fn: Func, src: ArgSources): Statement {
   const named = new Set(fn.inArgs.map((a) => a.name).filter((n) => n));
@@ -135,8 +160,15 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
     let value: unknown = undefined;
     if (name) {
       if (Object.hasOwn(src.params, name)) value = src.params[name];
-      else if (Object.hasOwn(src.query, name)) value = src.query[name];
-      else if (src.body && Object.hasOwn(src.body, name)) value = src.body[name];
+      else if (Object.hasOwn(src.query, name)) {
+        value = src.query[name];
+        if (Array.isArray(value) && !arg.type.endsWith("[]")) throw oneValue(fn, arg, "query");
+      } else if (src.body && Object.hasOwn(src.body, name)) {
+        value = src.body[name];
+        if (Array.isArray(value) && !arg.type.endsWith("[]") && !isJson(arg)) {
+          throw oneValue(fn, arg, "body");
+        }
+      }
     }
     if (value === undefined) {
       if (arg.hasDefault) return;
@@ -147,14 +179,14 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
       );
     }
     // A VARIADIC argument (always the last one) is passed whole: `VARIADIC "xs" => <array>`.
-    const named = `${arg.mode === "variadic" ? "VARIADIC " : ""}${ident(name!)} =>`;
+    const label = `${arg.mode === "variadic" ? "VARIADIC " : ""}${ident(name!)} =>`;
     if (value === null) {
-      parts.push(`${named} null::${arg.type}`);
+      parts.push(`${label} null::${arg.type}`);
       return;
     }
     const { expr, param } = argExpr(arg, params.length + 1, value);
     params.push(param);
-    parts.push(`${named} ${expr}`);
+    parts.push(`${label} ${expr}`);
   });
   const call = `${fnName(fn)}(${parts.join(", ")})`;
   let sql: string;
