@@ -31,6 +31,9 @@ const uri = await chinookDb(
   create function ra.note(a int, b text default 'none') returns jsonb volatile language sql
     as $$ select jsonb_build_object('a', a, 'b', b) $$;
   comment on function ra.note(int, text) is 'route:: path: /note';
+  create function ra.vgap(a int default 1, b int default 2, variadic xs int[] default '{}')
+    returns int immutable language sql as $$ select a * 100 + b * 10 + cardinality(xs) $$;
+  comment on function ra.vgap(int, int, int[]) is 'route:: path: /vgap';
   grant execute on all functions in schema ra to "~anonymous";
 `,
 );
@@ -93,6 +96,21 @@ Deno.test("variadic simple route (configuration)", async () => {
   const bad = await get("/vsum?xs=1&xs=x");
   assert.equal(bad.status, 400, JSON.stringify(bad.body));
   assert.equal(bad.code, "PG_22P02");
+});
+
+Deno.test("variadic simple route: arguments left to their defaults", async () => {
+  ok(await get("/vjoin/+"), "none");
+  ok(await get("/vgap?a=3&b=5"), 350);
+  ok(await get("/vgap?a=3"), 320);
+  ok(await get("/vgap"), 120);
+  ok(await get("/vgap?a=4&b=5&xs=1&xs=1"), 452);
+  ok(await get("/vgap?a=4&b=5&xs=%7B1%7D"), 451);
+  for (const path of ["/vgap?b=5", "/vgap?b=5&xs=1"]) {
+    const gap = await get(path);
+    assert.equal(gap.status, 400, JSON.stringify(gap.body));
+    assert.equal(gap.code, "QUERY_INVALID");
+    assert.match(gap.body.message, /vgap.*VARIADIC.*"a"/);
+  }
 });
 
 Deno.test("repeated query-string key: 400 naming a one-value argument", async () => {

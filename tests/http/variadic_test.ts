@@ -22,6 +22,10 @@ const uri = await chinookDb(
     as 'select * from artist where artist_id = any(ids)';
   create function vtitles(variadic a album[]) returns text language sql stable
     as 'select string_agg(x.title, '','') from unnest(a) x';
+  create function vtail(sep text, variadic parts text[] default '{none}') returns text
+    language sql immutable as 'select array_to_string(parts, sep)';
+  create function vgap(a int default 1, b int default 2, variadic xs int[] default '{}')
+    returns int language sql immutable as 'select a * 100 + b * 10 + cardinality(xs)';
   grant execute on all functions in schema public to "~anonymous";
 `,
 );
@@ -101,6 +105,32 @@ Deno.test("variadic with a default, and a polymorphic one", async () => {
   const polyPos = await post({ function: "vlen", arguments: [["arr", ["a"], ["b"]]] });
   assert.equal(polyPos.status, 200, JSON.stringify(polyPos.body));
   assert.deepEqual(polyPos.body, [{ vlen: 2 }]);
+});
+
+Deno.test("variadic with arguments left to their defaults: named ones go by position", async () => {
+  // PostgreSQL matches a named call of a variadic function only with `VARIADIC "xs" => …`.
+  const r = await post({ function: "vtail", arguments: { sep: ["+"] } });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.deepEqual(r.body, [{ vtail: "none" }]);
+  const g = await get("function=vtail&arguments.sep=%27%2B%27");
+  assert.equal(g.status, 200, JSON.stringify(g.body));
+  assert.deepEqual(g.body, [{ vtail: "none" }]);
+  const lead = await post({ function: "vgap", arguments: { b: 5, a: 3 } });
+  assert.equal(lead.status, 200, JSON.stringify(lead.body));
+  assert.deepEqual(lead.body, [{ vgap: 350 }]);
+  assert.deepEqual((await post({ function: "vgap", arguments: {} })).body, [{ vgap: 120 }]);
+  const all = await post({ function: "vgap", arguments: { xs: ["arr", 1, 1], b: 5, a: 4 } });
+  assert.equal(all.status, 200, JSON.stringify(all.body));
+  assert.deepEqual(all.body, [{ vgap: 452 }]);
+  // A gap before the last named argument cannot go by position: 400 saying what to give.
+  const gap = await post({ function: "vgap", arguments: { b: 5 } });
+  assert.equal(gap.status, 400, JSON.stringify(gap.body));
+  assert.equal(gap.code, "QUERY_INVALID");
+  assert.equal(gap.body.details.pointer, "/arguments");
+  assert.match(gap.body.message, /vgap.*VARIADIC.*"a"/);
+  const gap2 = await post({ function: "vgap", arguments: { b: 5, xs: ["arr", 1] } });
+  assert.equal(gap2.status, 400, JSON.stringify(gap2.body));
+  assert.match(gap2.body.message, /"a"/);
 });
 
 Deno.test("variadic: a value that is not an array is a clear 4xx, never 500", async () => {

@@ -9,7 +9,7 @@ import { SvcError } from "../../svc_error.ts";
 import type { Database } from "../../db/pool.ts";
 import { pipeline } from "../../db/run_as.ts";
 import type { RequestRole } from "../../auth/roles.ts";
-import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
+import { callNotation, type Func, type FunctionArg, ident } from "../../db/schema.ts";
 import type { Route } from "../../state/route_table.ts";
 import { UNSAFE_REDIRECT_SQL, unsafeRedirect } from "./response.ts";
 
@@ -136,11 +136,12 @@ function oneValue(fn: Func, arg: FunctionArg, from: "query" | "body"): SvcError 
 /**
  * The statement calling a simple route: named arguments from path params, then the query string,
  * then the body, each cast by PostgreSQL; an absent argument with a default is left out; a missing
- * required one is 400 naming it; a VARIADIC one takes the whole array. A repeated query-string key
- * is an array: an array argument takes its values as elements, any other is 400 naming it (an
- * array in the body likewise, json and jsonb arguments taking it as it is). Unknown query-string
- * keys are ignored; unknown body keys are 400. The result is one JSON text: a set → array, else
- * the value.
+ * required one is 400 naming it; a VARIADIC one takes the whole array (a VARIADIC function with
+ * arguments left to their defaults is called by position: {@link callNotation}). A repeated
+ * query-string key is an array: an array argument takes its values as elements, any other is 400
+ * naming it (an array in the body likewise, json and jsonb arguments taking it as it is). Unknown
+ * query-string keys are ignored; unknown body keys are 400. The result is one JSON text: a set →
+ * array, else the value.
  */
 export function simpleStatement(fn: Func, src: ArgSources): Statement {
   const named = new Set(fn.inArgs.map((a) => a.name).filter((n) => n));
@@ -153,8 +154,7 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
       }
     }
   }
-  const parts: string[] = [];
-  const params: unknown[] = [];
+  const given: { arg: FunctionArg; value: unknown }[] = [];
   fn.inArgs.forEach((arg, i) => {
     const name = arg.name;
     let value: unknown = undefined;
@@ -178,16 +178,28 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
         { details: { argument: name ?? `$${i + 1}` } },
       );
     }
+    given.push({ arg, value });
+  });
+  // A VARIADIC function with arguments left to their defaults is called by position.
+  const how = callNotation(fn, new Set(given.map((g) => g.arg.name!)));
+  if (how.kind === "impossible") {
+    throw new SvcError("QUERY_INVALID", how.reason, { details: { arguments: how.missing } });
+  }
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  for (const { arg, value } of given) {
     // A VARIADIC argument (always the last one) is passed whole: `VARIADIC "xs" => <array>`.
-    const label = `${arg.mode === "variadic" ? "VARIADIC " : ""}${ident(name!)} =>`;
+    const label = `${arg.mode === "variadic" ? "VARIADIC " : ""}${
+      how.kind === "named" ? `${ident(arg.name!)} => ` : ""
+    }`;
     if (value === null) {
-      parts.push(`${label} null::${arg.type}`);
-      return;
+      parts.push(`${label}null::${arg.type}`);
+      continue;
     }
     const { expr, param } = argExpr(arg, params.length + 1, value);
     params.push(param);
-    parts.push(`${label} ${expr}`);
-  });
+    parts.push(`${label}${expr}`);
+  }
   const call = `${fnName(fn)}(${parts.join(", ")})`;
   let sql: string;
   if (fn.returns.type === "void" && !fn.returns.set) sql = `select null::text from ${call}`;
