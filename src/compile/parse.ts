@@ -5,7 +5,7 @@
  * node in the request.
  */
 import type { Column, Func, Relation, Schema } from "../db/schema.ts";
-import { findFunctions, findRelation } from "../db/schema.ts";
+import { callNotation, findFunctions, findRelation } from "../db/schema.ts";
 import { SuggestingError } from "../util/suggest.ts";
 import {
   columnCandidates,
@@ -239,7 +239,15 @@ function parseFunctionSource(
     if (decl?.type.startsWith("reg")) checkRegLiteral(arg.value, p);
     return arg;
   });
-  return { kind: "function", func, args, columns };
+  if (named === null) return { kind: "function", func, args, columns };
+  const how = callNotation(func, new Set(named));
+  if (how.kind === "impossible") throw invalid(argsPointer, how.reason);
+  if (how.kind === "named") return { kind: "function", func, args, columns };
+  // A VARIADIC function with arguments left to their defaults: the leading ones, by position.
+  const index = (name: string | null) => func.inArgs.findIndex((a) => a.name === name);
+  const positional = args.toSorted((a, b) => index(a.name) - index(b.name))
+    .map((a) => ({ name: null, value: a.value }));
+  return { kind: "function", func, args: positional, columns };
 }
 
 /** Whether `f` can be called with these named (or `count` positional) arguments. */

@@ -442,16 +442,23 @@ class Compiler {
     if (src.kind === "relation") {
       return `${ident(src.relation.schema)}.${ident(src.relation.name)} AS ${alias}`;
     }
-    const args = src.args.map((a, i) => {
+    const variadic: string[] = [];
+    const args = src.args.flatMap((a, i) => {
       const decl = argumentOf(src.func, a, i);
       const hint = decl && !decl.type.startsWith("any") ? hintType(decl.type) : null;
       const value = a.value.kind === "literal" && hint !== null
         ? this.literal(a.value.value, hint, true)
         : this.expr(a.value, hint);
-      const v = decl?.mode === "variadic" ? `VARIADIC ${value}` : value;
-      return a.name === null ? v : `${ident(a.name)} => ${v}`;
+      const named = a.name === null ? value : `${ident(a.name)} => ${value}`;
+      if (decl?.mode !== "variadic") return [named];
+      // PostgreSQL's syntax: `VARIADIC "xs" => …` (the keyword precedes the named notation), and
+      // the VARIADIC argument comes last, wherever a named one stood in the request.
+      variadic.push(`VARIADIC ${named}`);
+      return [];
     });
-    const call = `${ident(src.func.schema)}.${ident(src.func.name)}(${args.join(", ")})`;
+    const call = `${ident(src.func.schema)}.${ident(src.func.name)}(${
+      [...args, ...variadic].join(", ")
+    })`;
     const scalar = src.func.returns.columns === null;
     return `${call} AS ${alias}${scalar ? `(${ident(src.columns[0].name)})` : ""}`;
   }

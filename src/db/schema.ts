@@ -187,6 +187,38 @@ export function qualified(schema: string, name: string): string {
   return `${schema}.${name}`;
 }
 
+/**
+ * How a call of a function naming the input arguments `given` is written. PostgreSQL matches a
+ * named call of a VARIADIC function only when every argument is given (the variadic one as
+ * `VARIADIC "xs" => …`); when some are left to their defaults, the given ones must go by position,
+ * which needs them to be the leading ones (`missing`: those before the last given one that are
+ * not given, `$n` when unnamed; `reason`: the message saying so).
+ */
+export type CallNotation =
+  | { kind: "named" }
+  | { kind: "positional" }
+  | { kind: "impossible"; missing: string[]; reason: string };
+
+/** The {@link CallNotation} of a call of `fn` naming the input arguments `given`. */
+export function callNotation(fn: Func, given: ReadonlySet<string>): CallNotation {
+  const last = fn.inArgs.at(-1);
+  if (last?.mode !== "variadic" || given.size === 0) return { kind: "named" };
+  const at = fn.inArgs.map((a, i) => (a.name !== null && given.has(a.name) ? i : -1));
+  if (at.every((i) => i !== -1)) return { kind: "named" };
+  const end = Math.max(...at) + 1;
+  const missing = fn.inArgs.slice(0, end).flatMap((a, i) =>
+    at[i] === -1 ? [a.name ?? `$${i + 1}`] : []
+  );
+  if (missing.length === 0) return { kind: "positional" };
+  const list = missing.map((m) => `"${m}"`).join(", ");
+  return {
+    kind: "impossible",
+    missing,
+    reason: `${fn.schema}.${fn.name} is VARIADIC: PostgreSQL calls it by name only with every ` +
+      `argument given, else takes the given ones by position, so give ${list} too`,
+  };
+}
+
 /** Quotes an identifier for SQL. */
 export function ident(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;

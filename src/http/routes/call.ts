@@ -9,7 +9,7 @@ import { SvcError } from "../../svc_error.ts";
 import type { Database } from "../../db/pool.ts";
 import { pipeline } from "../../db/run_as.ts";
 import type { RequestRole } from "../../auth/roles.ts";
-import { type Func, type FunctionArg, ident } from "../../db/schema.ts";
+import { callNotation, type Func, type FunctionArg, ident } from "../../db/schema.ts";
 import type { Route } from "../../state/route_table.ts";
 import { UNSAFE_REDIRECT_SQL, unsafeRedirect } from "./response.ts";
 
@@ -97,7 +97,7 @@ function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; p
   const t = arg.type;
   if (typeof value === "string") return { expr: `$${n}::text::${t}`, param: value };
   const json = JSON.stringify(value);
-  if (t === "jsonb" || t === "json") return { expr: `$${n}::text::jsonb::${t}`, param: json };
+  if (isJson(arg)) return { expr: `$${n}::text::jsonb::${t}`, param: json };
   if (Array.isArray(value) && t.endsWith("[]")) {
     return {
       expr:
@@ -111,11 +111,37 @@ function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; p
   return { expr: `($${n}::text::jsonb #>> '{}')::${t}`, param: json };
 }
 
+/** Whether an argument takes a JSON value as it is (an array or object included). */
+function isJson(arg: FunctionArg): boolean {
+  return arg.type === "jsonb" || arg.type === "json";
+}
+
+/**
+ * 400 for several values given to an argument that takes one: a repeated query-string key (or a
+ * repeated form key, an array in a JSON body) where the argument is not an array (nor, from a
+ * body, json), named rather than left to PostgreSQL's cast of svc's own SQL.
+ */
+function oneValue(fn: Func, arg: FunctionArg, from: "query" | "body"): SvcError {
+  const name = arg.name!;
+  const what = `argument "${name}" of ${fn.schema}.${fn.name} takes one value (${arg.type})`;
+  return from === "query"
+    ? new SvcError("QUERY_INVALID", `query-string key "${name}" is repeated: ${what}`, {
+      details: { argument: name },
+    })
+    : new SvcError("QUERY_INVALID", `${what}, not an array`, {
+      details: { argument: name, pointer: `/${name}` },
+    });
+}
+
 /**
  * The statement calling a simple route: named arguments from path params, then the query string,
  * then the body, each cast by PostgreSQL; an absent argument with a default is left out; a missing
- * required one is 400 naming it. Unknown query-string keys are ignored; unknown body keys are 400.
- * The result is one JSON text: a set → array, else the value.
+ * required one is 400 naming it; a VARIADIC one takes the whole array (a VARIADIC function with
+ * arguments left to their defaults is called by position: {@link callNotation}). A repeated
+ * query-string key is an array: an array argument takes its values as elements, any other is 400
+ * naming it (an array in the body likewise, json and jsonb arguments taking it as it is). Unknown
+ * query-string keys are ignored; unknown body keys are 400. The result is one JSON text: a set →
+ * array, else the value.
  */
 export function simpleStatement(fn: Func, src: ArgSources): Statement {
   const named = new Set(fn.inArgs.map((a) => a.name).filter((n) => n));
@@ -128,15 +154,21 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
       }
     }
   }
-  const parts: string[] = [];
-  const params: unknown[] = [];
+  const given: { arg: FunctionArg; value: unknown }[] = [];
   fn.inArgs.forEach((arg, i) => {
     const name = arg.name;
     let value: unknown = undefined;
     if (name) {
       if (Object.hasOwn(src.params, name)) value = src.params[name];
-      else if (Object.hasOwn(src.query, name)) value = src.query[name];
-      else if (src.body && Object.hasOwn(src.body, name)) value = src.body[name];
+      else if (Object.hasOwn(src.query, name)) {
+        value = src.query[name];
+        if (Array.isArray(value) && !arg.type.endsWith("[]")) throw oneValue(fn, arg, "query");
+      } else if (src.body && Object.hasOwn(src.body, name)) {
+        value = src.body[name];
+        if (Array.isArray(value) && !arg.type.endsWith("[]") && !isJson(arg)) {
+          throw oneValue(fn, arg, "body");
+        }
+      }
     }
     if (value === undefined) {
       if (arg.hasDefault) return;
@@ -146,14 +178,28 @@ export function simpleStatement(fn: Func, src: ArgSources): Statement {
         { details: { argument: name ?? `$${i + 1}` } },
       );
     }
+    given.push({ arg, value });
+  });
+  // A VARIADIC function with arguments left to their defaults is called by position.
+  const how = callNotation(fn, new Set(given.map((g) => g.arg.name!)));
+  if (how.kind === "impossible") {
+    throw new SvcError("QUERY_INVALID", how.reason, { details: { arguments: how.missing } });
+  }
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  for (const { arg, value } of given) {
+    // A VARIADIC argument (always the last one) is passed whole: `VARIADIC "xs" => <array>`.
+    const label = `${arg.mode === "variadic" ? "VARIADIC " : ""}${
+      how.kind === "named" ? `${ident(arg.name!)} => ` : ""
+    }`;
     if (value === null) {
-      parts.push(`${ident(name!)} => null::${arg.type}`);
-      return;
+      parts.push(`${label}null::${arg.type}`);
+      continue;
     }
     const { expr, param } = argExpr(arg, params.length + 1, value);
     params.push(param);
-    parts.push(`${ident(name!)} => ${expr}`);
-  });
+    parts.push(`${label}${expr}`);
+  }
   const call = `${fnName(fn)}(${parts.join(", ")})`;
   let sql: string;
   if (fn.returns.type === "void" && !fn.returns.set) sql = `select null::text from ${call}`;
