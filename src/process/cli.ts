@@ -106,7 +106,7 @@ do $$ begin
     create role ${q(anon)} nologin;
   end if;
   if not exists (select from pg_roles where rolname = ${lit(auth)}) then
-    create role ${q(auth)} login noinherit password 'change me';
+    create role ${q(auth)} login noinherit password 'change-me';
   end if;
 end $$;
 grant ${q(anon)} to ${q(auth)};
