@@ -8,17 +8,12 @@
  * @module
  */
 import type { RelationNode } from "../compile/ast.ts";
-import { canExecute, canSelect, type Func, type Relation, type Schema } from "../db/schema.ts";
+import type { Func, Relation, Schema } from "../db/schema.ts";
 
 /** What a role may use: a relation (to read), a function (to call). */
 export interface Can {
   relation(r: Relation): boolean;
   func(f: Func): boolean;
-}
-
-/** {@link Can} by the privileges read at introspection. */
-export function byGrants(schema: Schema, role: string): Can {
-  return { relation: (r) => canSelect(schema, role, r), func: (f) => canExecute(schema, role, f) };
 }
 
 /** Whether a well-known query's tree uses only what `can` allows. */
