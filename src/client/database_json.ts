@@ -1,10 +1,10 @@
 /**
  * GET /svc/database.json: the introspected schema as JSON (docs/endpoint.md "GET /svc/database.json"), filtered by what
- * the request's role may see (SELECT on relations, EXECUTE on functions, USAGE on schemas).
+ * the request's role may use, asked of PostgreSQL per request (./visible.ts: relations, their
+ * columns, keys and foreign keys, computed fields and functions).
  */
 import type { Column, Relation, Schema } from "../db/schema.ts";
-import { canExecute, canSelect } from "../db/schema.ts";
-import type { Visible } from "./visible.ts";
+import { View, type Visible } from "./visible.ts";
 
 /** A well-known query as listed in database.json. */
 export interface WellKnownInfo {
@@ -27,14 +27,14 @@ function column(c: Column) {
   };
 }
 
-function relation(r: Relation) {
+function relation(view: View, r: Relation) {
   return {
     name: r.name,
     kind: r.kind,
     comment: r.comment,
-    columns: r.columns.map(column),
-    primary_key: r.primaryKey,
-    foreign_keys: r.foreignKeys.map((f) => ({
+    columns: view.columns(r).map(column),
+    primary_key: view.primaryKey(r),
+    foreign_keys: view.foreignKeys(r).map((f) => ({
       name: f.name,
       columns: f.columns,
       references: {
@@ -43,23 +43,22 @@ function relation(r: Relation) {
         columns: f.references.columns,
       },
     })),
-    unique: r.unique,
-    computed_fields: [...r.computedFields.values()].map((f) => ({ name: f.name, type: f.type })),
+    unique: view.unique(r),
+    computed_fields: view.computedFields(r).map((f) => ({ name: f.name, type: f.type })),
   };
 }
 
 /**
- * Builds the database.json document for `role` (all of it when role is null). `visible`, when
- * given (asked of PostgreSQL at request time, see ./visible.ts), decides what the role is shown
- * instead of the privileges read at introspection.
+ * Builds the database.json document for what a role may use, `visible` (asked of PostgreSQL at
+ * request time, see ./visible.ts; null: all of it).
  */
 export function databaseJson(
   schema: Schema,
-  role: string | null,
+  visible: Visible | null,
   wellknown: WellKnownInfo[],
   routes: RouteInfo = new Map(),
-  visible?: Visible,
 ): Record<string, unknown> {
+  const view = new View(schema, visible);
   const schemas = new Map<string, { name: string; relations: unknown[]; functions: unknown[] }>();
   const entry = (name: string) => {
     let e = schemas.get(name);
@@ -67,16 +66,12 @@ export function databaseJson(
     return e;
   };
   for (const r of schema.relations.values()) {
-    if (visible) {
-      if (!visible.relations.has(r.oid)) continue;
-    } else if (role !== null && !canSelect(schema, role, r)) continue;
-    entry(r.schema).relations.push(relation(r));
+    if (!view.relation(r)) continue;
+    entry(r.schema).relations.push(relation(view, r));
   }
   for (const fns of schema.functions.values()) {
     for (const f of fns) {
-      if (visible) {
-        if (!visible.functions.has(f.oid)) continue;
-      } else if (role !== null && !canExecute(schema, role, f)) continue;
+      if (!view.func(f)) continue;
       entry(f.schema).functions.push({
         name: f.name,
         arguments: f.args.map((a) => ({

@@ -1,17 +1,20 @@
 /**
- * Serving and writing database.ts: GET /svc/database.ts (role-filtered, `?schemas=` intersected
- * with `http.typescript.schemas`, ETag/If-None-Match) and the `typescript.helper_path` reload
- * hook (temp file + rename).
+ * Serving and writing database.ts: GET /svc/database.ts (filtered by what the role may use, asked
+ * of PostgreSQL per request like database.json's; `?schemas=` intersected with
+ * `http.typescript.schemas`, ETag/If-None-Match) and the `typescript.helper_path` reload hook
+ * (temp file + rename).
  */
-import type { Config } from "../config/load.ts";
+import { type Config, connectionString } from "../config/load.ts";
 import type { AppState, ReloadHook } from "../state/runtime.ts";
 import { log } from "../observe/log.ts";
 import { generateClient, type Generated, type WellKnownDef } from "./generate.ts";
 import { BoundedCache } from "../util/bounded_cache.ts";
+import { type Visible, visibleAs, visibleKey } from "./visible.ts";
 
 /**
- * Generated files per state (a reload makes a new state), by role and schema selection: at most {@link CLIENTS_KEPT} (a
- * client choosing ever new selections makes the oldest be generated again, never memory grow).
+ * Generated files per state (a reload makes a new state), by what the role may use and schema
+ * selection: at most {@link CLIENTS_KEPT} (a client choosing ever new selections makes the oldest
+ * be generated again, never memory grow).
  */
 const cache = new WeakMap<AppState, BoundedCache<string, Promise<Generated>>>();
 
@@ -46,35 +49,41 @@ export function exportSchemas(
   return [...new Set(chosen.filter((s) => known.includes(s)))].sort();
 }
 
-/** The generated file for a role and schema selection, cached for the state's lifetime. */
+/**
+ * The generated file for what a role may use (`visible`, see ./visible.ts; null: everything) and a
+ * schema selection, cached for the state's lifetime: roles shown the same share one file.
+ */
 export function clientFor(
   state: AppState,
-  role: string | null,
+  visible: Visible | null,
   schemas: string[] | null,
 ): Promise<Generated> {
   let m = cache.get(state);
   if (!m) cache.set(state, m = new BoundedCache({ maxEntries: CLIENTS_KEPT, refresh: "lazy" }));
-  const k = JSON.stringify([role, schemas]);
+  const k = JSON.stringify([visible === null ? null : visibleKey(visible), schemas]);
   let g = m.get(k);
   if (!g) {
     generated++;
-    g = generateClient(state.schema, wellknownDefs(state), { role, schemas });
+    g = generateClient(state.schema, wellknownDefs(state), { visible, schemas });
     m.set(k, g);
   }
   return g;
 }
 
-/** Answers GET /svc/database.ts for a role. */
+/**
+ * Answers GET /svc/database.ts for what the request's role may use (`visible`, asked of
+ * PostgreSQL as that role).
+ */
 export async function databaseTsResponse(
   cfg: Config,
   state: AppState,
-  role: string,
+  visible: Visible,
   url: URL,
   ifNoneMatch: string | undefined,
 ): Promise<Response> {
   const raw = url.searchParams.get("schemas");
   const requested = raw === null ? null : raw.split(",").map((s) => s.trim()).filter(Boolean);
-  const g = await clientFor(state, role, exportSchemas(cfg, requested, state.schema.schemas));
+  const g = await clientFor(state, visible, exportSchemas(cfg, requested, state.schema.schemas));
   const etag = `"${g.hash.slice(0, 32)}"`;
   const headers = {
     "content-type": "application/typescript; charset=utf-8",
@@ -89,15 +98,22 @@ export async function databaseTsResponse(
 }
 
 /**
- * The reload hook writing `typescript.helper_path`: the anonymous role's view (everything when
- * that role does not exist), limited to `http.typescript.schemas`. Failures are logged, never
- * fail the reload.
+ * The reload hook writing `typescript.helper_path`: the anonymous role's view (asked of PostgreSQL
+ * as that role through a connection of its own; everything when that role does not exist),
+ * limited to `http.typescript.schemas`. Failures are logged, never fail the reload.
  */
 export function helperPathHook(cfg: Config, path: string): ReloadHook {
   return async (state) => {
     try {
-      const role = state.anonymousExists ? cfg.pg.query.anonymous_role : null;
-      const g = await clientFor(state, role, exportSchemas(cfg, null));
+      const visible = state.anonymousExists
+        ? await visibleAs(
+          connectionString(cfg),
+          cfg.pg.query.anonymous_role,
+          state.schema,
+          cfg.pg.query.statement_timeout,
+        )
+        : null;
+      const g = await clientFor(state, visible, exportSchemas(cfg, null));
       await writeAtomically(path, g.text);
       log.info("wrote {path}", { path });
     } catch (e) {

@@ -5,9 +5,10 @@
  */
 import type { Expr, RelationNode } from "../compile/ast.ts";
 import type { Column, ForeignKey, Func, Relation, Schema } from "../db/schema.ts";
-import { canExecute, canSelect } from "../db/schema.ts";
+import { qualified } from "../db/schema.ts";
 import type { ParamDef } from "../wellknown/registry.ts";
-import { byGrants, wellKnownUsable } from "../wellknown/usable.ts";
+import { wellKnownUsable } from "../wellknown/usable.ts";
+import { View, type Visible } from "./visible.ts";
 import { CLIENT_SOURCE } from "./client_source.ts";
 import { columnType, key, lit, tsType } from "./type_map.ts";
 import denoJson from "../../deno.json" with { type: "json" };
@@ -21,8 +22,11 @@ export interface WellKnownDef {
 
 /** What to generate for. */
 export interface GenerateOptions {
-  /** Role whose view is exported; null = everything. */
-  role: string | null;
+  /**
+   * What the role the file is for may use, asked of PostgreSQL (./visible.ts): the same view as
+   * database.json's; null = everything.
+   */
+  visible: Visible | null;
   /** Schemas to include; null = every schema. */
   schemas: string[] | null;
 }
@@ -48,11 +52,14 @@ interface JoinDef {
   on: Record<string, string>;
 }
 
-/** Joins offered from a relation: one per foreign key to or from a visible relation. */
-function joinsOf(r: Relation, visible: Map<string, Relation>): JoinDef[] {
+/**
+ * Joins offered from a relation: one per foreign key to or from a relation of the file that the
+ * view shows (both relations and all its columns).
+ */
+function joinsOf(view: View, r: Relation, visible: Map<string, Relation>): JoinDef[] {
   const out: (JoinDef & { base: string; dir: string })[] = [];
   const vis = (s: string, n: string) => visible.get(`${s}.${n}`);
-  for (const fk of r.foreignKeys) {
+  for (const fk of view.foreignKeys(r)) {
     const t = vis(fk.references.schema, fk.references.relation);
     if (!t) continue;
     const nullable = fk.columns.some((c) => r.columnMap.get(c)?.nullable ?? true);
@@ -66,7 +73,7 @@ function joinsOf(r: Relation, visible: Map<string, Relation>): JoinDef[] {
       on: Object.fromEntries(fk.references.columns.map((c, i) => [c, fk.columns[i]])),
     });
   }
-  for (const fk of r.referencedBy) {
+  for (const fk of view.referencedBy(r)) {
     const c = vis(fk.schema, fk.relation);
     if (!c) continue;
     out.push({
@@ -197,8 +204,14 @@ function paramsType(params: Record<string, ParamDef>): string {
   return parts.length ? `{ ${parts.join("; ")} }` : "{}";
 }
 
-/** The columns of a function's rows, as the compiler sees them; null when not queryable. */
-function functionColumns(f: Func): Column[] | null {
+/**
+ * The columns of a function's rows, as the compiler sees them (of a relation's rows, those the
+ * view shows); null when not queryable.
+ */
+function functionColumns(view: View, f: Func): Column[] | null {
+  const rel = f.returns.relation &&
+    view.schema.relations.get(qualified(f.returns.relation.schema, f.returns.relation.name));
+  if (rel) return view.columns(rel);
   if (f.returns.columns) return f.returns.columns;
   const t = f.returns.type;
   if (t === "void" || t === "trigger" || t === "record" || t.startsWith("any")) return null;
@@ -226,10 +239,10 @@ export async function generateClient(
 ): Promise<Generated> {
   const inSchemas = (s: string) =>
     s !== "pg_catalog" && (opts.schemas === null || opts.schemas.includes(s));
+  const view = new View(schema, opts.visible);
   const visible = new Map<string, Relation>();
   for (const [k, r] of schema.relations) {
-    if (!inSchemas(r.schema)) continue;
-    if (opts.role !== null && !canSelect(schema, opts.role, r)) continue;
+    if (!inSchemas(r.schema) || !view.relation(r)) continue;
     visible.set(k, r);
   }
   const rels = [...visible.values()].sort((a, b) =>
@@ -241,10 +254,10 @@ export async function generateClient(
   out.push("export interface Relations {");
   for (const r of rels) {
     const k = relKey(r.schema, r.name);
-    const joins = joinsOf(r, visible);
-    const cf = [...r.computedFields.values()];
+    const joins = joinsOf(view, r, visible);
+    const cf = view.computedFields(r);
     const doc = r.comment ? `  /** ${r.comment.replaceAll("*/", "* /")} */\n` : "";
-    out.push(`${doc}  ${lit(k)}: ${entry(schema, r.columns, cf, joins, "  ")};`);
+    out.push(`${doc}  ${lit(k)}: ${entry(schema, view.columns(r), cf, joins, "  ")};`);
     const js = joins.map((j) => `${lit(j.alias)}: [${lit(j.target)}, ${JSON.stringify(j.on)}]`);
     meta.push(`    ${lit(k)}: [${lit(r.schema)}, ${lit(r.name)}, { ${js.join(", ")} }],`);
   }
@@ -255,13 +268,13 @@ export async function generateClient(
   out.push("export interface Functions {");
   const fns = [...schema.functions.values()].flat()
     .filter((f) => inSchemas(f.schema))
-    .filter((f) => opts.role === null || canExecute(schema, opts.role, f))
+    .filter((f) => view.func(f))
     .sort((a, b) => cmp(relKey(a.schema, a.name), relKey(b.schema, b.name)));
   const seen = new Set<string>();
   for (const f of fns) {
     const k = relKey(f.schema, f.name);
     if (seen.has(k)) continue; // overloads: the first (sorted) one is typed
-    const cols = functionColumns(f);
+    const cols = functionColumns(view, f);
     if (!cols) continue;
     seen.add(k);
     const args = f.inArgs.filter((a) => a.name).map((a) =>
@@ -282,8 +295,7 @@ export async function generateClient(
   out.push("/** Well-known queries: parameters and result rows. */");
   out.push("export interface WellKnowns {");
   // Only what the role may run: one over relations it cannot read would describe their columns.
-  const can = opts.role === null ? null : byGrants(schema, opts.role);
-  const runnable = wellknown.filter((w) => can === null || wellKnownUsable(schema, w.node, can));
+  const runnable = wellknown.filter((w) => wellKnownUsable(schema, w.node, view));
   for (const w of runnable.sort((a, b) => cmp(a.name, b.name))) {
     out.push(
       `  ${lit(w.name)}: {\n    params: ${paramsType(w.params)};\n    row: ${

@@ -255,16 +255,6 @@ export function effectiveRoles(schema: Schema, role: string): Set<string> {
   return schema.memberOf.get(role) ?? new Set([role, ""]);
 }
 
-/** Whether `role` may see a relation: SELECT granted (directly, inherited or PUBLIC) or owner. */
-export function canSelect(schema: Schema, role: string, rel: Relation): boolean {
-  const roles = effectiveRoles(schema, role);
-  if (roles.has(rel.owner)) return true;
-  const usage = schema.schemaUsage.get(rel.schema);
-  if (usage && ![...usage].some((g) => roles.has(g))) return false;
-  for (const g of rel.selectGrantees) if (roles.has(g)) return true;
-  return false;
-}
-
 /** Whether `role` may execute a function; `ignorePublic` drops grants to PUBLIC. */
 export function canExecute(schema: Schema, role: string, fn: Func, ignorePublic = false): boolean {
   const roles = effectiveRoles(schema, role);

@@ -20,7 +20,7 @@ import type { Runtime } from "../state/runtime.ts";
 import { routeInfo } from "../state/route_table.ts";
 import { databaseJson } from "../client/database_json.ts";
 import { databaseTsResponse } from "../client/endpoint.ts";
-import { schemaOids, visibleTo } from "../client/visible.ts";
+import { schemaOids, View, visibleTo } from "../client/visible.ts";
 import { wellKnownUsable } from "../wellknown/usable.ts";
 import type { Sso } from "../sso/endpoints.ts";
 import { errorResponse } from "./error_response.ts";
@@ -153,29 +153,33 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
       const on = ctx.read?.() ?? db;
       const visible = await transaction(on, ctx.who, (tx) => visibleTo(tx, ...schemaOids(schema)));
       // Only the well-known queries the role may run (src/wellknown/usable.ts).
-      const can = {
-        relation: (r: { oid: number }) => visible.relations.has(r.oid),
-        func: (f: { oid: number }) => visible.functions.has(f.oid),
-      };
+      const can = new View(schema, visible);
       const wk = ctx.state.wellknown;
       return Response.json(
         databaseJson(
           schema,
-          ctx.who.role,
+          visible,
           wk.list().filter((w) => wellKnownUsable(schema, wk.get(w.name).node, can)),
           routeInfo(ctx.state.routes),
-          visible,
         ),
       );
     },
   });
   if (cfg.http.typescript.enable) {
     fixed.set("/svc/database.ts", {
-      GET: (call) => {
+      GET: async (call) => {
         const ctx = svcContext(call);
         const url = new URL(call.req.url);
         const etag = call.req.headers.get("if-none-match") ?? undefined;
-        return databaseTsResponse(cfg, ctx.state, ctx.who.role, url, etag);
+        // What the role may use, asked of PostgreSQL as for database.json (src/client/visible.ts).
+        const on = ctx.read?.() ?? db;
+        const schema = ctx.state.schema;
+        const visible = await transaction(
+          on,
+          ctx.who,
+          (tx) => visibleTo(tx, ...schemaOids(schema)),
+        );
+        return databaseTsResponse(cfg, ctx.state, visible, url, etag);
       },
     });
   }

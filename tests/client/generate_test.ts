@@ -65,13 +65,13 @@ const STRICT = {
 Deno.test("generator: kitchen fixture types, determinism, schemas", async () => {
   const uri = await emptyDb("kitchen_ts", fixture);
   const schema = await schemaOf(uri);
-  const g = await generateClient(schema, [], { role: null, schemas: null });
-  const g2 = await generateClient(schema, [], { role: null, schemas: null });
+  const g = await generateClient(schema, [], { visible: null, schemas: null });
+  const g2 = await generateClient(schema, [], { visible: null, schemas: null });
   assert.equal(g.text, g2.text);
   assert.equal(g.hash, g2.hash);
   assert.ok(g.text.includes('"secret.keys": {'));
   assert.ok(g.text.includes('"secret.keys": ["secret", "keys", {'));
-  const pub = await generateClient(schema, [], { role: null, schemas: ["public"] });
+  const pub = await generateClient(schema, [], { visible: null, schemas: ["public"] });
   assert.ok(!pub.text.includes('"secret.keys"'));
   assert.notEqual(pub.hash, g.hash);
   const dir = await Deno.makeTempDir({ prefix: "svc-gen-" });

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { emptyDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { Blacklist } from "../../src/db/blacklist.ts";
 import { databaseJson } from "../../src/client/database_json.ts";
+import { visibleAs } from "../../src/client/visible.ts";
 
 const fixture = await Deno.readTextFile(new URL("../fixtures/kitchen.sql", import.meta.url));
 
@@ -120,14 +121,20 @@ Deno.test("database.json is filtered by the role's privileges", async () => {
     "kitchen",
   );
   const s = await schemaOf(uri);
-  const doc = databaseJson(s, "viewer", []) as {
-    schemas: { relations: { name: string }[]; functions: { name: string }[] }[];
+  const doc = databaseJson(s, await visibleAs(uri, "viewer", s), []) as {
+    schemas: {
+      relations: { name: string; foreign_keys: unknown[] }[];
+      functions: { name: string }[];
+    }[];
   };
-  const names = doc.schemas.flatMap((x) => x.relations.map((r) => r.name));
-  assert.deepEqual(names, ["pet"]);
+  const rels = doc.schemas.flatMap((x) => x.relations);
+  assert.deepEqual(rels.map((r) => r.name), ["pet"]);
+  // Its foreign key points at a relation the role cannot see.
+  assert.deepEqual(rels[0].foreign_keys, []);
   const fns = doc.schemas.flatMap((x) => x.functions.map((r) => r.name));
   assert.ok(!fns.includes("search_people"));
-  assert.ok(fns.includes("person_label")); // default EXECUTE to PUBLIC
+  // EXECUTE by default (PUBLIC), but its argument is the row type of a hidden relation.
+  assert.ok(!fns.includes("person_label"));
 });
 
 Deno.test("row-level security, user triggers and rules per relation; a foreign key's triggers are not the user's", async () => {

@@ -1,6 +1,9 @@
 /**
  * The database decides (issue 10 item 1-2, 7; issue 20 items 4-6), through real HTTP against a
- * real PostgreSQL, with svc connecting as a NOINHERIT authenticator that is not a superuser.
+ * real PostgreSQL, with svc connecting as a NOINHERIT authenticator that is not a superuser; and
+ * database.json and database.ts describe only what the role may use, asked of PostgreSQL: the
+ * columns it holds a privilege on, keys and foreign keys between them, functions whose signature
+ * names nothing hidden (docs/endpoint.md "GET /svc/database.json").
  */
 import assert from "node:assert/strict";
 import { chinookDb, psql, stopDb } from "../helpers/db.ts";
@@ -24,6 +27,28 @@ grant select, insert, update on tagged to app_user;
 create function slow() returns int language sql volatile as 'select 1 from pg_sleep(3)';
 create schema vault;
 create table vault.secret_stuff (id int);
+create table secretcols (id int primary key, pub text, secret text unique, secret_num numeric unique);
+grant select (id, pub) on secretcols to "~anonymous";
+create function secretcols_hello(secretcols) returns text language sql stable as 'select $1.pub';
+create function secretcols_shout(secretcols) returns text language sql stable as 'select $1.pub';
+revoke execute on function secretcols_shout(secretcols) from public;
+create schema private;
+create table private.hidden_parent (id int primary key, label text);
+create type private.mood as enum ('sad', 'happy');
+create table vis_child (id int primary key, parent_id int references private.hidden_parent,
+  owner_id int references secretcols (id), num numeric references secretcols (secret_num),
+  hidden_ref int references secretcols (id), note text);
+grant select (id, parent_id, owner_id, num, note) on vis_child to "~anonymous";
+create function private.vis_child_peek(vis_child) returns text language sql stable as 'select $1.note';
+create function private.hidden_fn() returns int language sql stable as 'select 1';
+create function parent_label(private.hidden_parent) returns text language sql stable as 'select $1.label';
+create function parents() returns setof private.hidden_parent language sql stable security definer
+  as 'select * from private.hidden_parent';
+create function child_mood(vis_child) returns private.mood language sql stable as $$ select 'sad'::private.mood $$;
+create function moods(m private.mood[]) returns int language sql stable as 'select 1';
+create domain parent_row as private.hidden_parent;
+create function parent_rows(p parent_row[]) returns int language sql stable as 'select 1';
+create function shown_fn(n int) returns setof vis_child language sql stable as 'select * from vis_child';
 `;
 const superUri = await chinookDb(DB, fixture);
 const uri = superUri.replace("://postgres@", "://authn@");
@@ -88,6 +113,128 @@ Deno.test("a grant after startup is honoured and a revoke refused, without reloa
     await expectStatus(await srv.post("/svc", q, member), 403, "PG_42501");
   } finally {
     await psql(`revoke update (v) on later from app_user`, DB);
+  }
+});
+
+Deno.test("database.json and database.ts describe only the columns, keys, foreign keys and functions the role may use", async () => {
+  type Doc = {
+    schemas: {
+      name: string;
+      relations: {
+        name: string;
+        columns: { name: string }[];
+        primary_key: string[];
+        unique: string[][];
+        foreign_keys: { name: string; columns: string[]; references: Record<string, unknown> }[];
+        computed_fields: { name: string }[];
+      }[];
+      functions: { name: string }[];
+    }[];
+  };
+  const dj = await srv.get("/svc/database.json");
+  const doc = JSON.parse(await expectStatus(dj, 200)) as Doc;
+  assert.doesNotMatch(JSON.stringify(doc), /hidden_parent|private|secret_num|"secret"/);
+  const pub = doc.schemas.find((s) => s.name === "public")!;
+  const rel = (name: string) => pub.relations.find((r) => r.name === name)!;
+  // Only the columns the role holds a privilege on, and keys made of them.
+  const cols = rel("secretcols");
+  assert.deepEqual(cols.columns.map((c) => c.name), ["id", "pub"]);
+  assert.deepEqual(cols.primary_key, ["id"]);
+  assert.deepEqual(cols.unique, []);
+  // A computed field the role may not EXECUTE, or in a schema without USAGE, is left out.
+  assert.deepEqual(cols.computed_fields.map((f) => f.name), ["secretcols_hello"]);
+  const child = rel("vis_child");
+  assert.deepEqual(child.columns.map((c) => c.name), [
+    "id",
+    "parent_id",
+    "owner_id",
+    "num",
+    "note",
+  ]);
+  assert.deepEqual(child.computed_fields, []);
+  // Foreign keys: not the one to the hidden relation, the one to a hidden column of a visible
+  // relation, nor the one from a hidden column; the one between visible columns stays.
+  assert.deepEqual(child.foreign_keys, [{
+    name: "vis_child_owner_id_fkey",
+    columns: ["owner_id"],
+    references: { schema: "public", relation: "secretcols", columns: ["id"] },
+  }]);
+  // Functions: none whose signature names a hidden relation or a type of a schema without USAGE.
+  const fns = pub.functions.map((f) => f.name);
+  assert.ok(fns.includes("shown_fn"), fns.join());
+  assert.ok(fns.includes("secretcols_hello"), fns.join());
+  for (
+    const f of ["parent_label", "parents", "child_mood", "moods", "parent_rows", "secretcols_shout"]
+  ) {
+    assert.ok(!fns.includes(f), f);
+  }
+  assert.ok(!doc.schemas.some((s) => s.name === "private"));
+
+  // Granted all of it, a role sees all of it (no filter beyond PostgreSQL's privileges).
+  const h = await appUser();
+  await psql(
+    `grant usage on schema private to app_user;
+     grant select on private.hidden_parent, secretcols, vis_child to app_user;
+     grant execute on function secretcols_shout(secretcols) to app_user`,
+    DB,
+  );
+  try {
+    const full = JSON.parse(await expectStatus(await srv.get("/svc/database.json", h), 200)) as Doc;
+    const p = full.schemas.find((s) => s.name === "public")!;
+    const r = (name: string) => p.relations.find((x) => x.name === name)!;
+    assert.deepEqual(r("secretcols").columns.map((c) => c.name), [
+      "id",
+      "pub",
+      "secret",
+      "secret_num",
+    ]);
+    assert.deepEqual(r("secretcols").unique, [["secret"], ["secret_num"]]);
+    assert.equal(r("vis_child").foreign_keys.length, 4);
+    const names = p.functions.map((f) => f.name);
+    for (
+      const f of [
+        "parent_label",
+        "parents",
+        "child_mood",
+        "moods",
+        "parent_rows",
+        "secretcols_shout",
+      ]
+    ) {
+      assert.ok(names.includes(f), f);
+    }
+  } finally {
+    await psql(
+      `revoke usage on schema private from app_user;
+       revoke select on private.hidden_parent, secretcols, vis_child from app_user;
+       revoke execute on function secretcols_shout(secretcols) from app_user`,
+      DB,
+    );
+  }
+
+  // database.ts describes the same: the visible columns of a column-granted table, no join to
+  // the hidden relation, no function naming it.
+  const ts = await startServer(uri, ["--http.typescript.enable=true"]);
+  try {
+    const text = await expectStatus(await ts.get("/svc/database.ts"), 200);
+    assert.doesNotMatch(text, /hidden_parent|private|secret_num|"secret"|secretcols_shout/);
+    const block = (name: string) => {
+      const at = text.indexOf(`  "${name}": {\n`, text.indexOf("export interface Relations"));
+      assert.ok(at > 0, name);
+      return text.slice(at, text.indexOf("\n  };\n", at));
+    };
+    assert.match(block("secretcols"), /row: \{\s+id: number;\s+pub: string \| null;\s+\};/);
+    assert.match(block("secretcols"), /cf: \{\s+secretcols_hello: string \| null;\s+\};/);
+    assert.match(block("vis_child"), /owner_id: number \| null;/);
+    // The one join: through the foreign key between visible columns.
+    assert.match(
+      block("vis_child"),
+      /j: \{\s+secretcols: \{ t: "secretcols"; c: "maybe"; f: "owner_id" \};\s+\};/,
+    );
+    assert.doesNotMatch(block("vis_child"), /hidden_ref/);
+    assert.match(text, /"shown_fn": \{/);
+  } finally {
+    await ts.stop();
   }
 });
 

@@ -2,7 +2,8 @@
  * A well-known query over what a role cannot read is, to that role, a query that does not exist:
  * running it answers 404 WELL_KNOWN_UNKNOWN_QUERY (it answered 403 PG_42501 naming the table), and
  * neither its generated client nor database.json describe it (database.ts listed its result type:
- * the hidden table's columns). A role that may read it runs it and sees it described. Through real
+ * the hidden table's columns). So is one naming a column the role holds no privilege on, of a table
+ * it reads other columns of. A role that may read it runs it and sees it described. Through real
  * HTTP against a real PostgreSQL, POST, GET and in a batch.
  */
 import assert from "node:assert/strict";
@@ -16,6 +17,10 @@ grant select on staff_notes to app_user;
 create function staff_count(a artist) returns int language sql stable as 'select 1';
 revoke execute on function staff_count(artist) from public;
 grant execute on function staff_count(artist) to app_user;
+create table half_notes (id int primary key, pub text, hush text);
+insert into half_notes values (1, 'open', 'closed');
+grant select (id, pub) on half_notes to "~anonymous";
+grant select on half_notes to app_user;
 `;
 const uri = await chinookDb("wellknown_hidden", fixture);
 const dir = await Deno.makeTempDir({ prefix: "svc-wk-hidden-" });
@@ -28,6 +33,22 @@ await Deno.writeTextFile(
   JSON.stringify({
     name: "counted",
     query: { relation: "artist", select: ["artist_id", "staff_count"], limit: 1 },
+  }),
+);
+// Over a relation the anonymous role reads some columns of: all of them, and only those.
+await Deno.writeTextFile(
+  `${dir}/half.json`,
+  JSON.stringify({ name: "half", query: { relation: "half_notes" } }),
+);
+await Deno.writeTextFile(
+  `${dir}/half_pub.json`,
+  JSON.stringify({ name: "half_pub", query: { relation: "half_notes", select: ["id", "pub"] } }),
+);
+await Deno.writeTextFile(
+  `${dir}/half_where.json`,
+  JSON.stringify({
+    name: "half_where",
+    query: { relation: "half_notes", select: ["id"], where: ["=", "hush", ["closed"]] },
   }),
 );
 await Deno.writeTextFile(
@@ -69,8 +90,24 @@ Deno.test("anonymous: a well-known query over a hidden table or function does no
   assert.ok(!ts.text.includes('"notes"') && !ts.text.includes("secret_column"), "notes hidden");
   assert.ok(!ts.text.includes('"counted"'), "counted hidden");
   const json = await call("/svc/database.json");
-  const names = json.json.wellknown.map((w: { name: string }) => w.name);
-  assert.deepEqual(names, ["open_one"]);
+  const names = json.json.wellknown.map((w: { name: string }) => w.name).sort();
+  assert.deepEqual(names, ["half_pub", "open_one"]);
+});
+
+Deno.test("anonymous: a well-known query naming a column it holds no privilege on does not exist", async () => {
+  for (const name of ["half", "half_where"]) {
+    const post = await call("/svc", { wellknown: name });
+    assert.equal(post.status, 404, post.text);
+    assert.equal(post.json.code, "WELL_KNOWN_UNKNOWN_QUERY");
+  }
+  const ok = await call("/svc", { wellknown: "half_pub" });
+  assert.equal(ok.status, 200, ok.text);
+  assert.deepEqual(ok.json, [{ id: 1, pub: "open" }]);
+  const ts = await call("/svc/database.ts");
+  const wk = ts.text.slice(ts.text.indexOf("export interface WellKnowns"));
+  assert.ok(wk.includes('"half_pub"'), "a query it may run is described");
+  assert.ok(!wk.includes('"half"') && !wk.includes('"half_where"'), wk);
+  assert.ok(!ts.text.includes("hush"), "the hidden column is described nowhere");
 });
 
 Deno.test("a role that may read them runs them and sees them described", async () => {
@@ -84,7 +121,7 @@ Deno.test("a role that may read them runs them and sees them described", async (
   assert.ok(ts.text.includes('"counted"'));
   const json = await call("/svc/database.json", undefined, user);
   const names = json.json.wellknown.map((w: { name: string }) => w.name).sort();
-  assert.deepEqual(names, ["counted", "notes", "open_one"]);
+  assert.deepEqual(names, ["counted", "half", "half_pub", "half_where", "notes", "open_one"]);
 });
 
 Deno.test("teardown", async () => {
