@@ -494,7 +494,9 @@ const CONFIG_SCHEMA = z.object({
     ),
   }),
   reload: z.object({
-    cmd: text("Command run (sh -c) before every reload; env SVC_RELOAD_REASON=startup|signal|notify."),
+    cmd: text(
+      "Command run (sh -c) before every reload; env SVC_RELOAD_REASON=startup|signal|notify.",
+    ),
     timeout: int("reload.cmd is aborted and the reload fails after this many seconds.", 120),
     drain_timeout: int("Seconds to wait for in-flight requests at reload and shutdown.", 30),
   }),
