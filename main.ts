@@ -101,8 +101,13 @@ async function main(): Promise<void> {
     { channel: cfg.pg.notify_channel, uri: cfg.pg.listen_uri ?? connectionString(cfg) },
     () => running.reload("notify"),
   );
+  // One shutdown, whatever number of signals asks for it: a terminal's Ctrl-C reaches svc under a
+  // wrapper twice (SIGINT from the terminal, SIGTERM from the wrapper passing it on).
+  let stopping = false;
   for (const sig of ["SIGTERM", "SIGINT"] as const) {
     Deno.addSignalListener(sig, async () => {
+      if (stopping) return;
+      stopping = true;
       await listening?.close();
       await running.shutdown();
       log.debug("exiting");

@@ -136,3 +136,29 @@ Deno.test({
     await until(async () => (await sleeping()) === 0, "the cancelled statement to end");
   },
 });
+
+Deno.test({
+  name: "SIGINT then SIGTERM (a terminal's Ctrl-C under a wrapper): one clean shutdown, exit 0",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    // Found by a new user: Ctrl-C of `deno task dev` reaches svc twice (the terminal's SIGINT and
+    // the wrapper's SIGTERM); the second shutdown's exit logged an unhandled rejection.
+    for (const workers of [1, 2]) {
+      const svc = await spawnSvc([`--pg.uri=${await db()}`, `--http.workers=${workers}`]);
+      await svc.waitHealthy();
+      const slow = fetch(`${svc.url}/svc`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ function: "slow", arguments: [0.5] }),
+      }).then((r) => r.text());
+      await until(async () => (await sleeping()) > 0, "the request to run");
+      svc.kill("SIGINT");
+      svc.kill("SIGTERM");
+      assert.deepEqual(JSON.parse(await slow), [{ slow: 1 }]);
+      const status = await svc.stop();
+      assert.equal(status.code, 0, svc.output());
+      assert.doesNotMatch(svc.output(), /unhandled|please report|not reachable/i, svc.output());
+    }
+  },
+});
