@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { log } from "../observe/log.ts";
 import { base64url } from "jose";
 import { join } from "node:path";
 
@@ -61,22 +62,45 @@ export async function loadSecret(opts: LoadSecretOptions): Promise<Uint8Array> {
   } catch (err) {
     if (err instanceof SecretError) throw err;
     if (!(err instanceof Deno.errors.NotFound)) {
-      throw new SecretError(`cannot read JWT secret file ${path}: ${String(err)}`, { cause: err });
+      throw new SecretError(
+        `cannot read JWT secret file ${path}: ${String(err)}; set secrets.dir to a directory ` +
+          "svc may write, or give jwt.secret",
+        { cause: err },
+      );
     }
   }
 
-  await Deno.mkdir(opts.secretsDir, { recursive: true, mode: 0o700 });
+  try {
+    const made = await createSecret(opts.secretsDir, path);
+    if (made) log.info("generated a JWT secret in {path} (secrets.dir)", { path });
+    return made ?? await readSecretFile(path);
+  } catch (err) {
+    if (err instanceof SecretError) throw err;
+    throw new SecretError(
+      `cannot create the JWT secret ${path}: ${(err as Error).message}; set secrets.dir to a ` +
+        "directory svc may write, or give jwt.secret",
+      { cause: err },
+    );
+  }
+}
+
+/**
+ * Creates `<dir>/jwt-secret` with a new secret: its bytes, or null when another process created
+ * it first (then read that one).
+ */
+async function createSecret(dir: string, path: string): Promise<Uint8Array | null> {
+  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
   const text = base64url.encode(crypto.getRandomValues(new Uint8Array(64)));
   // Write the full secret to a private temp file, then hard-link it into place: the link
   // fails if another process won the race, and readers never see a partial file.
-  const tmp = join(opts.secretsDir, `.${SECRET_FILE_NAME}.${crypto.randomUUID()}.tmp`);
+  const tmp = join(dir, `.${SECRET_FILE_NAME}.${crypto.randomUUID()}.tmp`);
   try {
     await Deno.writeTextFile(tmp, text + "\n", { mode: 0o600, createNew: true });
     if (Deno.build.os !== "windows") await Deno.chmod(tmp, 0o600); // not subject to umask
     try {
       await Deno.link(tmp, path);
     } catch (err) {
-      if (err instanceof Deno.errors.AlreadyExists) return await readSecretFile(path);
+      if (err instanceof Deno.errors.AlreadyExists) return null;
       throw err;
     }
   } finally {

@@ -104,3 +104,46 @@ Deno.test("loadSecret: concurrent first starts agree on one secret", async () =>
     assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), [SECRET_FILE_NAME]);
   });
 });
+
+Deno.test("loadSecret: a secrets.dir svc cannot create is a SecretError saying what to set", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // Under a regular file: no directory can be made there, whoever runs the test.
+    const file = `${dir}/plain`;
+    await Deno.writeTextFile(file, "x");
+    await assert.rejects(
+      loadSecret({ secretsDir: `${file}/secrets` }),
+      (e) =>
+        e instanceof SecretError && /secrets\.dir/.test(e.message) &&
+        /jwt\.secret/.test(e.message) && e.message.includes(`${file}/secrets/jwt-secret`),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("svc with a secrets.dir it cannot create stops with exit 2 naming it, not a listen error", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/plain`, "x");
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL("../../main.ts", import.meta.url).pathname,
+        "--http.host=127.0.0.1",
+        "--http.port=0",
+        `--secrets.dir=${dir}/plain/secrets`,
+        "--pg.uri=postgres://nobody@127.0.0.1:1/none",
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 2, err);
+    assert.match(err, /secrets\.dir/);
+    assert.doesNotMatch(err, /cannot listen/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
