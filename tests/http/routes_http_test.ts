@@ -289,7 +289,9 @@ Deno.test("anonymous precheck: 401 AUTH_ROUTE_NOT_REACHABLE before a 50 MB body 
   const pub = await srv.get("/public_only");
   assert.equal(pub.status, 401);
   assert.equal(pub.headers.get("x-svc-errorcode"), "AUTH_ROUTE_NOT_REACHABLE");
-  await pub.body?.cancel();
+  // The message says why, and what opens it (a new user read "cannot execute it" while the
+  // same function answered over /svc).
+  assert.match((await pub.json()).message, /PUBLIC alone does not count: grant EXECUTE/);
 });
 
 Deno.test("a route body over http.max_body_size is 413", async () => {

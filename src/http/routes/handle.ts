@@ -90,7 +90,9 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       if (route && !route.anonymousReachable) {
         throw new SvcError(
           "AUTH_ROUTE_NOT_REACHABLE",
-          "this route needs a session: the anonymous role cannot execute it",
+          "this route needs a session: the anonymous role holds no EXECUTE grant of its own on " +
+            "its function (a grant to PUBLIC alone does not count: grant EXECUTE to the anonymous " +
+            "role to open it; docs/routes.md, Reachability)",
         );
       }
     } else if (!state.schema.roles.has(call.who.role)) {
