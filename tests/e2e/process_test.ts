@@ -13,7 +13,7 @@ Deno.test("configuration errors exit with code 2 and one clear message", async (
   );
   const typed = await runSvc([], { SVC_HTTP__PORT: "eighty" });
   assert.equal(typed.code, 2);
-  assert.match(typed.stderr, /SVC_HTTP__PORT.*non-negative integer/);
+  assert.match(typed.stderr, /SVC_HTTP__PORT.*port number \(0 to 65535\)/);
   const conflict = await runSvc(["--pg.uri=postgres://a@127.0.0.1/x", "--pg.host=y"]);
   assert.equal(conflict.code, 2);
   assert.ok(!conflict.stderr.includes("    at "), "no stack trace");
