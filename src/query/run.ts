@@ -204,6 +204,15 @@ async function streamRead(
   sink: AnswerSink,
 ): Promise<void> {
   const want = wanted(ctx, q);
+  // The count is a second statement over the same rows: a VOLATILE function in the tree (it may
+  // write) would run twice.
+  if (want.count && !readOnlyTree(r.node, ctx.state.schema)) {
+    throw new SvcError(
+      "QUERY_INVALID",
+      "count runs the query a second time, so not with a VOLATILE function (it would run twice)",
+      { details: { pointer: "/count" } },
+    );
+  }
   if (q.rollback) tx.send("savepoint svc_rollback");
   const compiled = compileRead(r.node, { params: r.params, count: want.count });
   const capped = capRowSize(compiled.rows, ctx.cfg.pg.query.max_row_size);

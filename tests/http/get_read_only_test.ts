@@ -4,7 +4,8 @@
  * able to write. Found by a hostile client: `GET /svc?function=bump` (a VOLATILE function that
  * inserts) ran and committed, for a GET and a HEAD, and so did a VOLATILE computed field. Now such
  * a write is 405 `PG_25006` and nothing is written, while POST still writes and a VOLATILE
- * function that writes nothing (random()) still reads over GET. Also here: a view's
+ * function that writes nothing (random()) still reads over GET; `count`, a second statement, is
+ * refused with a VOLATILE function (it ran it twice). Also here: a view's
  * `WITH CHECK OPTION` and an exclusion constraint refusing a write are the client's 400 and 409,
  * not 500 (the same hostile client).
  */
@@ -33,7 +34,7 @@ create view cheap_tracks as select track_id, name, media_type_id, milliseconds, 
 grant select, insert on cheap_tracks to app_user;
 `;
 
-const srv = await startServer(await chinookDb(DB, FIXTURE));
+const srv = await startServer(await chinookDb(DB, FIXTURE), ["--pg.query.allow_count=true"]);
 const t = now();
 const session = cookie(await token({ role: "app_user", iat: t, exp: t + 1800, auth_time: t }));
 
@@ -73,6 +74,37 @@ Deno.test("GET and HEAD /svc cannot write: 405 PG_25006, nothing written", async
   });
   assert.equal(read.status, 200);
   assert.deepEqual((await read.json()).at(-1), { who: "post" });
+});
+
+Deno.test("count with a VOLATILE function is 400 (it would run twice), nothing written", async () => {
+  // Found by a hostile client: count ran a writing function a second time for its count.
+  const before = await bumps();
+  for (
+    const query of [
+      { function: "bump", arguments: { who: ["c"] } },
+      { relation: "artist", select: ["artist_id", "artist_bump"], limit: 1 },
+    ]
+  ) {
+    const res = await srv.post("/svc", { query, count: true }, session);
+    const text = await res.text();
+    assert.equal(res.status, 400, text);
+    assert.equal(JSON.parse(text).details.pointer, "/count");
+  }
+  assert.equal(await bumps(), before);
+  // Without count it runs once; count over what writes nothing works as before.
+  const once = await srv.post(
+    "/svc",
+    { query: { function: "bump", arguments: { who: ["c"] } } },
+    session,
+  );
+  assert.equal(once.status, 200, await once.text());
+  assert.equal(await bumps(), before + 1);
+  const counted = await srv.post(
+    "/svc",
+    { query: { relation: "artist", limit: 1 }, count: true },
+    session,
+  );
+  assert.equal((await counted.json()).count, 275);
 });
 
 Deno.test("constraints refusing a write: WITH CHECK OPTION is 400, an exclusion 409", async () => {
