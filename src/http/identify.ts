@@ -9,6 +9,7 @@ import type { Credential, RequestAuth } from "../auth/bearer.ts";
 import type { CancelHooks, RequestRole } from "../auth/roles.ts";
 import type { ClientWatch, Watching } from "./disconnect.ts";
 import type { Gate } from "./enter.ts";
+import { log } from "../observe/log.ts";
 
 /** A request's identity. */
 export interface Identity {
@@ -27,6 +28,8 @@ export interface IdentifyDeps {
   auth: RequestAuth;
   anonymousRole: string;
   clientWatch?: ClientWatch;
+  /** Dev mode: a refused session cookie is logged (the request quietly runs as anonymous). */
+  dev?: boolean;
 }
 
 /** No credential at all: what a health check is resolved with. */
@@ -89,6 +92,13 @@ function identified(
   }
   const unwatch = watch?.watch(info, ac);
   const role = session.role;
+  if (role === null && session.setCookie !== null && deps.dev) {
+    log.info(
+      "request {requestId}: the session cookie was refused (invalid, expired, past " +
+        "jwt.max_session_age, or twice) and cleared; it runs as the anonymous role {role}",
+      { requestId, role: deps.anonymousRole },
+    );
+  }
   // The request's statements hook their cancel on its own gate (no listener per statement batch).
   const cancels = own && gate.hook && gate.unhook ? gate as CancelHooks : undefined;
   return {

@@ -53,6 +53,7 @@ export function createApp(deps: AppDeps): App {
     auth,
     anonymousRole: cfg.pg.query.anonymous_role,
     clientWatch: deps.clientWatch,
+    dev: cfg.dev,
   };
 
   const fetch = async (req: Request, info?: Deno.ServeHandlerInfo): Promise<Response> => {

@@ -230,4 +230,26 @@ for (const workers of [1, 2]) {
   });
 }
 
+Deno.test("dev mode logs a refused session cookie (the request quietly runs as anonymous)", async () => {
+  // Found by a new user: an expired or garbled cookie made a read 404 with no clue why.
+  const uri = await chinookDb();
+  for (const dev of [true, false]) {
+    const svc = await spawnSvc([`--pg.uri=${uri}`, `--dev=${dev}`]);
+    try {
+      await svc.waitHealthy();
+      const r = await fetch(`${svc.url}/svc`, {
+        method: "POST",
+        headers: { "content-type": "application/json", cookie: "accesstoken=garbage.x.y" },
+        body: JSON.stringify({ relation: "genre", limit: 1 }),
+      });
+      await r.body?.cancel();
+      assert.match(r.headers.get("set-cookie") ?? "", /accesstoken=;.*Max-Age=0/);
+      await waitFor(async () => !dev || svc.output().includes("session cookie was refused"));
+      assert.equal(svc.output().includes("session cookie was refused"), dev, svc.output());
+    } finally {
+      await svc.stop();
+    }
+  }
+});
+
 Deno.test("teardown", () => stopDb());
