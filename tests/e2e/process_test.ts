@@ -244,7 +244,7 @@ Deno.test("dev mode logs a refused session cookie (the request quietly runs as a
       });
       await r.body?.cancel();
       assert.match(r.headers.get("set-cookie") ?? "", /accesstoken=;.*Max-Age=0/);
-      await waitFor(async () => !dev || svc.output().includes("session cookie was refused"));
+      await waitFor(() => !dev || svc.output().includes("session cookie was refused"));
       assert.equal(svc.output().includes("session cookie was refused"), dev, svc.output());
     } finally {
       await svc.stop();
