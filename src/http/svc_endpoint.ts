@@ -6,7 +6,7 @@
  * @module
  */
 import { decodeUtf8, readBodyBytes, requireJson } from "../request/body.ts";
-import type { BodyBudget } from "../request/body_budget.ts";
+import { type BodyBudget, LARGE_BODY } from "../request/body_budget.ts";
 import type { Body, QueryContext } from "../query/context.ts";
 import { runGet, runPost } from "../query/run.ts";
 import { StreamingAnswer } from "./answer_body.ts";
@@ -50,7 +50,10 @@ export async function handlePost(
     ctx.cfg.http.max_body_size,
     ctx.cfg.http.body_timeout * 1000,
   );
-  if (!budget) return jsonAnswer(await runPost(withBodies(ctx), decodeUtf8(bytes)));
+  // A small body (every primary-key read) takes no part in the budget: no closure, no await.
+  if (!budget || bytes.length < LARGE_BODY) {
+    return jsonAnswer(await runPost(withBodies(ctx), decodeUtf8(bytes)));
+  }
   const timeout = ctx.cfg.pg.query.statement_timeout;
   return await budget.run(
     bytes.length,
