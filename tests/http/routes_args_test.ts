@@ -138,6 +138,16 @@ Deno.test("body: an array for a one-value argument is 400 naming it", async () =
   ok(await form("/tagged/2", "j=1&j=2"), { a: 2, t: [], n: [], j: ["1", "2"] });
 });
 
+Deno.test("body: an object for an argument that takes no row is 400, svc's SQL not shown", async () => {
+  for (const body of [{ a: 1, b: { x: 1 } }, { a: { n: 1 } }]) {
+    const a = await post("/note", body);
+    assert.equal(a.status, 400, JSON.stringify(a.body));
+    assert.equal(a.code, "QUERY_INVALID", JSON.stringify(a.body));
+    assert.match(a.body.message, /not a row \(composite\) type/);
+    assert.doesNotMatch(a.body.message, /populate|select|\$\d/);
+  }
+});
+
 Deno.test("stop", async () => {
   await srv.stop();
   await stopDb();

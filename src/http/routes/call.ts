@@ -84,6 +84,12 @@ function isUnsafe(e: unknown): boolean {
     String((e as Error).message).includes(UNSAFE);
 }
 
+/** Whether an error is PostgreSQL refusing an object for an argument that takes no row. */
+function isNotRowType(e: unknown): boolean {
+  return (e as { code?: string }).code === "42804" &&
+    String((e as Error).message).includes("jsonb_populate_record");
+}
+
 /** Where a simple route's argument values come from, in precedence order. */
 export interface ArgSources {
   params: Record<string, string>;
@@ -263,6 +269,14 @@ export async function runChain(
       throw jwtNotAllowed(r.id);
     }
     if (i >= 0 && isUnsafe(e)) throw unsafeRedirect();
+    if (i >= 0 && isNotRowType(e)) {
+      // PostgreSQL refused svc's conversion when it parsed the statement: nothing ran.
+      throw new SvcError(
+        "QUERY_INVALID",
+        "a JSON object was given for an argument whose type is not a row (composite) type: " +
+          "send that value as a string or a number",
+      );
+    }
     throw e;
   }
   const texts = rows.map((r) => {
