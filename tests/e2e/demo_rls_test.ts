@@ -98,6 +98,16 @@ Deno.test("the demo's /invoices page renders the session's invoices, none when a
   )).match(/[\d,]+/)![0].split(",").map(Number);
   assert.deepEqual(shown.sort((a, b) => a - b), own, "exactly customer 1's invoices");
   assert.match(html, /luisg@embraer\.com\.br/);
+  // An invoice without a billing address (as docs/client.md's example writes) shows empty cells.
+  await psql(
+    "insert into invoice (invoice_id, customer_id, invoice_date, total) overriding system value " +
+      "values (99001, 1, now(), 1.98)",
+    "demo_rls",
+  );
+  const withNulls = await (await srv.get("/invoices", me)).text();
+  assert.match(withNulls, /data-invoice="99001"/);
+  assert.doesNotMatch(withNulls, />null</, "a NULL shown as the text null");
+  await psql("delete from invoice where invoice_id = 99001", "demo_rls");
 
   const anon = await srv.get("/invoices");
   assert.equal(anon.status, 200);
