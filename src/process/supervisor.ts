@@ -281,7 +281,7 @@ export async function supervise(
       swap(state);
       return true;
     } catch (e) {
-      recordReloadFailure(reason, e, t0);
+      recordReloadFailure(reason, e, t0, shared !== null);
       for (const h of handles) h.post({ t: "release" });
       return false;
     }

@@ -230,7 +230,7 @@ export class Runtime {
       recordReload(reason, next, t0);
       return true;
     } catch (e) {
-      recordReloadFailure(reason, e, t0);
+      recordReloadFailure(reason, e, t0, this.state !== null);
       return false;
     } finally {
       this.release(next);
@@ -283,14 +283,28 @@ export function recordReload(reason: string, state: AppState, t0: number): void 
   );
 }
 
-/** Counts and logs a failed reload (the previous state is kept). */
-export function recordReloadFailure(reason: string, e: unknown, t0: number): void {
+/**
+ * Counts and logs a failed reload: the previous state is kept, or, with none yet (`loaded`
+ * false: the first load), requests answer 503 PG_UNAVAILABLE while it is retried.
+ */
+export function recordReloadFailure(
+  reason: string,
+  e: unknown,
+  t0: number,
+  loaded = true,
+): void {
   metrics.reloads.inc({ reason, outcome: "failed" });
   metrics.reloadDuration.observe((performance.now() - t0) / 1000);
-  log.error("{reason} reload failed, keeping the previous state: {error}", {
-    reason,
-    error: (e as Error).message,
-  });
+  const error = (e as Error).message;
+  if (loaded) {
+    log.error("{reason} reload failed, keeping the previous state: {error}", { reason, error });
+  } else {
+    log.error(
+      "{reason} load failed (requests answer 503 until it succeeds; is pg.uri, or pg.host and " +
+        "the other pg.* keys, your database?): {error}",
+      { reason, error },
+    );
+  }
 }
 
 /** Builds a fresh state: introspection, then well-known queries compiled against it. */
