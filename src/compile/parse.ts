@@ -6,7 +6,7 @@
  */
 import type { Column, Func, Relation, Schema } from "../db/schema.ts";
 import { callNotation, findFunctions, findRelation } from "../db/schema.ts";
-import { SuggestingError } from "../util/suggest.ts";
+import { didYouMean, SuggestingError } from "../util/suggest.ts";
 import {
   columnCandidates,
   functionCandidates,
@@ -106,7 +106,10 @@ function parseNode(
   }
   const allowed = joined ? JOIN_FIELDS : ROOT_FIELDS;
   for (const k of Object.keys(tree)) {
-    if (!allowed.has(k)) throw invalid(ptr(pointer, k), `unknown relation field '${k}'`);
+    if (!allowed.has(k)) {
+      // Field names are svc's own, public: a hint is safe to give anyone.
+      throw invalid(ptr(pointer, k), `unknown relation field '${k}'${didYouMean(k, allowed)}`);
+    }
   }
   const sqlAlias = `t${ctx.next++}`;
   const resolved = parseSource(ctx, tree, pointer, sqlAlias);

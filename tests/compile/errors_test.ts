@@ -80,6 +80,23 @@ Deno.test("QUERY_INVALID: malformed relation objects", () => {
   fails({ relation: "artist", foo: 1 }, "QUERY_INVALID", "/query/foo", { pointer: "/query" });
 });
 
+Deno.test("an unknown relation field gets a hint when it is a typo of a field", () => {
+  const message = (tree: unknown) => {
+    try {
+      parseQuery(schema, tree, { maxDepth: 6 });
+    } catch (e) {
+      return (e as Error).message;
+    }
+    assert.fail("no error");
+  };
+  assert.match(
+    message({ relation: "artist", limt: 5 }),
+    /unknown relation field 'limt'; did you mean 'limit'\?/,
+  );
+  assert.match(message({ relation: "artist", ordr_by: ["name"] }), /did you mean 'order_by'/);
+  assert.doesNotMatch(message({ relation: "artist", zzzzzz: 1 }), /did you mean/);
+});
+
 Deno.test("QUERY_INVALID: expressions (operators, arity, operands) with pointers", () => {
   const w = (where: unknown, pointer: string) =>
     fails({ relation: "track", where }, "QUERY_INVALID", pointer);
