@@ -358,7 +358,26 @@ function matchJoin(
       }
     }
   }
-  throw new SvcError("QUERY_BAD_JOIN", `'on' of join '${key}' matches no foreign key`, {
+  // The foreign keys that do join the two, as the `on` that would name them.
+  const ons: string[] = [];
+  if (parentRel && childRel) {
+    for (const fk of childRel.foreignKeys) {
+      if (!sameRelation(fk.references, parentRel)) continue;
+      ons.push(
+        JSON.stringify(Object.fromEntries(fk.columns.map((c, i) => [c, fk.references.columns[i]]))),
+      );
+    }
+    for (const fk of parentRel.foreignKeys) {
+      if (!sameRelation(fk.references, childRel)) continue;
+      ons.push(
+        JSON.stringify(Object.fromEntries(fk.columns.map((c, i) => [fk.references.columns[i], c]))),
+      );
+    }
+  }
+  const hint = ons.length > 0
+    ? `; the foreign keys between them join with 'on': ${ons.join(" or ")}`
+    : "; no foreign key links these two relations";
+  throw new SvcError("QUERY_BAD_JOIN", `'on' of join '${key}' matches no foreign key${hint}`, {
     details: { pointer },
   });
 }

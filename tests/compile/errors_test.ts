@@ -328,6 +328,28 @@ Deno.test("QUERY_UNKNOWN_COLUMN: where, select, on, '.', agg, set, on_conflict, 
   );
 });
 
+Deno.test("QUERY_BAD_JOIN names the 'on' of the foreign keys that do join the two", () => {
+  const message = (tree: unknown) => {
+    try {
+      parseQuery(schema, tree, { maxDepth: 6 });
+    } catch (e) {
+      return (e as Error).message;
+    }
+    assert.fail("no error");
+  };
+  assert.match(
+    message({ relation: "artist", join: { albums: { ...albums, on: { title: "name" } } } }),
+    /join with 'on': \{"artist_id":"artist_id"\}/,
+  );
+  assert.match(
+    message({
+      relation: "artist",
+      join: { g: { relation: "genre", on: { genre_id: "artist_id" } } },
+    }),
+    /no foreign key links these two relations/,
+  );
+});
+
 Deno.test("QUERY_BAD_JOIN: 'on' matching no foreign key", () => {
   fails(
     { relation: "artist", join: { albums: { ...albums, on: { title: "name" } } } },
