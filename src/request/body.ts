@@ -122,7 +122,27 @@ export function readBodyBytes(
   const len = Number(req.headers.get("content-length") ?? "NaN");
   if (len > maxBytes) return Promise.reject(tooLarge(maxBytes));
   if (len <= WHOLE_BODY_MAX) return readWhole(req, idleMs);
+  // No length: a chunked body, whose other transfer codings (gzip, …) the server does not undo.
+  if (Number.isNaN(len) && !plainTransfer(req.headers.get("transfer-encoding"))) {
+    return Promise.reject(
+      new SvcError(
+        "HTTP_UNSUPPORTED_MEDIA_TYPE",
+        `unsupported Transfer-Encoding "${req.headers.get("transfer-encoding")}": send the ` +
+          "body uncompressed (chunked alone)",
+      ),
+    );
+  }
   return readStream(req, maxBytes, idleMs);
+}
+
+/** Whether a `Transfer-Encoding` names no coding but `chunked` (and `identity`). */
+function plainTransfer(te: string | null): boolean {
+  if (te === null) return true;
+  for (const t of te.split(",")) {
+    const c = t.trim().toLowerCase();
+    if (c !== "" && c !== "chunked" && c !== "identity") return false;
+  }
+  return true;
 }
 
 /** {@link readBodyBytes} of a body streamed in chunks. */

@@ -272,6 +272,34 @@ Deno.test("another charset or a Content-Encoding is 415, not misread (POST /svc)
   });
 });
 
+Deno.test("a chunked body with another transfer coding (gzip, chunked) is 415", async () => {
+  await withServer([], async (s) => {
+    const u = new URL(s.url);
+    const send = async (te: string): Promise<string> => {
+      const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
+      const body = JSON.stringify({ relation: "genre", limit: 1 });
+      const chunk = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+      await conn.write(
+        new TextEncoder().encode(
+          `POST /svc HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\n` +
+            `transfer-encoding: ${te}\r\nconnection: close\r\n\r\n${chunk}`,
+        ),
+      );
+      const buf = new Uint8Array(4096);
+      let text = "";
+      for (let n = await conn.read(buf); n !== null; n = await conn.read(buf)) {
+        text += new TextDecoder().decode(buf.subarray(0, n));
+      }
+      conn.close();
+      return text;
+    };
+    const gz = await send("gzip, chunked");
+    assert.match(gz, /^HTTP\/1\.1 415/);
+    assert.match(gz, /x-svc-errorcode: HTTP_UNSUPPORTED_MEDIA_TYPE/i);
+    assert.match(await send("chunked"), /^HTTP\/1\.1 200/);
+  });
+});
+
 Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTTP_BUSY past the wait", async () => {
   // Each write's statement takes 2 s; bodies of 100 kB; room for one; waits end at 3 s.
   const write = (i: number) =>
