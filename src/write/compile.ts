@@ -136,7 +136,8 @@ export function answersFromReturning(plan: WritePlan): boolean {
   return plan.steps.length === 1 && plan.nodes.length === 1 && step.kind === "insert" &&
     step.node === root.id && root.written && root.parent === null &&
     rel.kind === "table" && !rel.rowSecurity && !rel.userTriggers && !rel.hasRules &&
-    root.rows.every((r) => r.fills.length === 0);
+    // Every row inserted: a kept one (merge-new) is in no RETURNING.
+    root.rows.every((r) => r.action === "insert" && r.fills.length === 0);
 }
 
 /** Plan nodes in select order (a node before its joins). */

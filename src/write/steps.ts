@@ -131,11 +131,13 @@ function writeStepsOf(n: PlanNode): RowsStep[] {
     const columns = union(rows).map((c) => inputColumn(n, c, "write"));
     steps.push({ kind: "insert", node: n.id, rows, columns });
   }
-  // Kept rows whose read-back columns are not all known are looked up (after the insert-or-keep
-  // statement: a row it inserted is found like one it kept).
+  // Kept rows are looked up: every one, so that a key no row has is refused as an update's is (a
+  // kept row is never inserted), and rows insert-or-keep may have inserted when their read-back
+  // columns are not all known (after that statement: a row it inserted is found like one it kept).
   const lookups = n.rows.flatMap((r, i) =>
-    (r.action === "keep" || r.action === "insert-or-keep") &&
-      n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
+    r.action === "keep" ||
+      r.action === "insert-or-keep" &&
+        n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
       ? [i]
       : []
   );

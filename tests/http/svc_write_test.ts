@@ -210,6 +210,31 @@ Deno.test("rollback returns the would-be result and leaves the database unchange
   assert.equal((await sql`select count(*)::int as n from artist`)[0].n, before);
 });
 
+Deno.test("merge-new at the root answers kept and inserted rows alike; a kept key no row has is 400", async () => {
+  // Found by a black-box audit: a plain insert answered from its RETURNING left the kept row out.
+  const tree = { relation: "genre", select: ["genre_id", "name"], write_mode: "merge-new" };
+  const r = await post({
+    query: tree,
+    data: [{ genre_id: 1, name: "ignored" }, { name: "Kept+new" }],
+  });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.length, 2, JSON.stringify(r.body));
+  assert.deepEqual(r.body[0], { genre_id: 1, name: "Rock" });
+  assert.equal(r.body[1].name, "Kept+new");
+  // A keyed row is kept, never inserted: a key no row has is refused, nothing written (merge too).
+  for (const mode of ["merge-new", "merge"]) {
+    const before = (await sql`select count(*)::int as n from genre`)[0].n;
+    const bad = await post({
+      query: { ...tree, write_mode: mode },
+      data: [{ name: `new ${mode}` }, { genre_id: 99999 }],
+    });
+    assert.equal(bad.status, 400, `${mode}: ${JSON.stringify(bad.body)}`);
+    assert.equal(bad.body.code, "QUERY_INVALID");
+    assert.equal(bad.body.details.pointer, "/data/1");
+    assert.equal((await sql`select count(*)::int as n from genre`)[0].n, before);
+  }
+});
+
 Deno.test("query_plan on a write returns ANALYZE plans and the write persists", async () => {
   const r = await post({
     query: { relation: "genre", select: ["genre_id", "name"] },

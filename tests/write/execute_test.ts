@@ -528,8 +528,14 @@ Deno.test("query_plan: ANALYZE plans per statement, and the write persists", asy
     tracks: [{ track_id: album.tracks[0].track_id, name: "p1!" }, track("p3")],
   }], { sql: true, queryPlan: true });
   const kinds = merged.res.sql.map((s) => s.select.match(/^(DELETE|WITH .* AS \((UPDATE)|INSERT)/));
-  assert.deepEqual(kinds.map((m) => m?.[2] ?? m?.[1]), ["DELETE", "UPDATE", "INSERT"]);
-  assert.equal(merged.res.plans.length, 3);
+  // The album given by key only is kept, and looked up (a key no row has is refused).
+  assert.deepEqual(kinds.map((m) => m?.[2] ?? m?.[1] ?? "lookup"), [
+    "DELETE",
+    "lookup",
+    "UPDATE",
+    "INSERT",
+  ]);
+  assert.equal(merged.res.plans.length, 4);
   assert.deepEqual((merged.result[0] as Album).tracks.map((t) => t.name), ["p1!", "p3"]);
   const tracks = await one(`select name from track where album_id = $1 order by track_id`, [
     album.album_id,

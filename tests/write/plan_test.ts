@@ -146,7 +146,8 @@ Deno.test("merge: a child row with only its key is kept, not updated; root never
   }]);
   // The album row sets artist_id (filled from the parent): an update; the artist row only a key.
   assert.deepEqual(p.nodes.map((n) => n.rows.map((r) => r.action)), [["keep"], ["update"], []]);
-  assert.deepEqual(stepSummary(p), ["delete albums", "update albums"]);
+  // The kept row is looked up: a key no row has is refused, as an update's is.
+  assert.deepEqual(stepSummary(p), ["delete albums", "lookup (root)", "update albums"]);
 });
 
 Deno.test("deletes run deepest first", () => {
@@ -169,7 +170,12 @@ Deno.test("merge-new: rows with key are kept unchanged; natural keys insert or k
     albums: [{ album_id: 2, title: "changed?" }, { title: "new" }],
   }]);
   assert.deepEqual(p.nodes[1].rows.map((r) => r.action), ["keep", "insert"]);
-  assert.deepEqual(stepSummary(p), ["delete albums", "insert albums"]);
+  assert.deepEqual(stepSummary(p), [
+    "delete albums",
+    "lookup (root)",
+    "insert albums",
+    "lookup albums",
+  ]);
 
   const pl = planWrite(
     q({
@@ -188,7 +194,7 @@ Deno.test("merge-new: rows with key are kept unchanged; natural keys insert or k
     [{ playlist_id: 3, tracks: [{ track_id: 1 }, { track_id: 2 }] }],
   );
   assert.deepEqual(pl.nodes[1].rows.map((r) => r.action), ["insert-or-keep", "insert-or-keep"]);
-  assert.deepEqual(stepSummary(pl), ["delete tracks", "insert-or-keep tracks"]);
+  assert.deepEqual(stepSummary(pl), ["delete tracks", "lookup (root)", "insert-or-keep tracks"]);
   const del = pl.steps[0];
   if (del.kind === "delete") {
     assert.deepEqual(
