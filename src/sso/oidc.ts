@@ -215,5 +215,13 @@ function classify(e: unknown): [GrantCode, string] {
   if (/state/.test(text) && code === "OAUTH_INVALID_RESPONSE") {
     return ["SSO_BAD_STATE", "the authorization response's state does not match"];
   }
-  return ["SSO_INVALID_ID_TOKEN", `the ID token failed verification (${reason(e).slice(0, 80)})`];
+  // The callback's own parameters (a code given twice, `iss` missing or another issuer's): the
+  // authorization response is malformed, checked before any token is asked for.
+  if (code === "OAUTH_INVALID_RESPONSE" && /parameter/.test(text)) {
+    return ["SSO_BAD_REQUEST", `the callback is malformed (${reason(e).slice(0, 200)})`];
+  }
+  return [
+    "SSO_INVALID_ID_TOKEN",
+    `the ID token failed verification (${reason(e).slice(0, 200)})`,
+  ];
 }

@@ -333,6 +333,23 @@ test("callback without code → 400 SSO_BAD_REQUEST; provider error → 400 SSO_
   }
 });
 
+test("a malformed callback (code twice, iss missing or foreign) → 400 SSO_BAD_REQUEST, not 502", async () => {
+  // Found by a black-box audit: these were 502 SSO_INVALID_ID_TOKEN, an upstream error for a
+  // client's malformed request (no token is ever asked for).
+  const mutations: ((u: URL) => void)[] = [
+    (u) => u.searchParams.append("code", "another"),
+    (u) => u.searchParams.delete("iss"),
+    (u) => u.searchParams.set("iss", "http://evil.example"),
+  ];
+  for (const mutate of mutations) {
+    const jar = new Jar();
+    const cb = new URL(await toCallback(jar));
+    assert.ok(cb.searchParams.has("iss"), "the provider sends iss");
+    mutate(cb);
+    await refused(await jar.fetch(cb.href), 400, "SSO_BAD_REQUEST");
+  }
+});
+
 test("fetch_userinfo merges userinfo claims; a failing userinfo → 502 SSO_USERINFO_FAILED", async () => {
   await sql`truncate sso_log`;
   const jar = new Jar();
