@@ -160,7 +160,9 @@ async function runWrite(
   if (q.rollback) tx.send("savepoint svc_rollback");
   // The statements and the read-back pipelined: one round trip.
   const back = readBack(r, w, q, ctx.cfg.pg.query.max_row_size);
-  const after = back ? (want.plan ? [back, explained(back)] : [back]) : [];
+  const after = back
+    ? (want.plan ? [back, explained(back, readOnlyTree(r.node, ctx.state.schema))] : [back])
+    : [];
   const wr = await executeWrite(tx, w, { sql: want.sql, queryPlan: want.plan }, after);
   writeOutput(out, q, want, wr, back, wr.answer ?? wr.after[0] ?? [], false, wr.after[1]);
   if (q.rollback) tx.send("rollback to savepoint svc_rollback");
@@ -465,7 +467,9 @@ async function singleWrite(ctx: QueryContext, q: ComplexQuery): Promise<string> 
   let results: Record<string, unknown>[][];
   try {
     const end = q.rollback ? "rollback" : "commit";
-    const after = back ? (want.plan ? [back, explained(back)] : [back]) : [];
+    const after = back
+      ? (want.plan ? [back, explained(back, readOnlyTree(r.node, ctx.state.schema))] : [back])
+      : [];
     results = await pipeline(ctx.db, ctx.who, [...sent, ...after], end);
   } catch (e) {
     throw w.error(e);

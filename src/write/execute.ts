@@ -51,11 +51,13 @@ export interface Sent {
 }
 
 /**
- * A write's read-back under `query_plan`: its plan too (`EXPLAIN (ANALYZE, FORMAT JSON)`, sent
- * after the read-back itself, whose rows are still the answer), as `sql` lists its text.
+ * A write's read-back under `query_plan`: its plan too, sent after the read-back itself (whose
+ * rows are still the answer), as `sql` lists its text. `EXPLAIN (ANALYZE, FORMAT JSON)`, which
+ * runs it again, only when `analyze` (the read calls no VOLATILE function); else the plan alone.
  */
-export function explained(back: Sent): Sent {
-  return { sql: `EXPLAIN (ANALYZE, FORMAT JSON) ${back.sql}`, params: back.params };
+export function explained(back: Sent, analyze: boolean): Sent {
+  const explain = analyze ? "EXPLAIN (ANALYZE, FORMAT JSON)" : "EXPLAIN (FORMAT JSON)";
+  return { sql: `${explain} ${back.sql}`, params: back.params };
 }
 
 /**

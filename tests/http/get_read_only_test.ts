@@ -23,6 +23,12 @@ create function bump(who text) returns int volatile language sql
 create function artist_bump(a artist) returns int volatile language sql
   as $$ insert into bumps (who) values (a.name) returning id $$;
 create function dice() returns float8 volatile language sql as $$ select random() $$;
+create table pets (id serial primary key, name text not null);
+grant select, insert on pets to app_user;
+grant usage on sequence pets_id_seq to app_user;
+create function pet_bump(p pets) returns int volatile language sql
+  as $$ insert into bumps (who) values (p.name) returning id $$;
+grant execute on function pet_bump(pets) to app_user;
 grant execute on function bump(text), artist_bump(artist), dice() to app_user;
 create extension if not exists btree_gist;
 create table booking (id serial primary key, r int4range not null,
@@ -34,7 +40,10 @@ create view cheap_tracks as select track_id, name, media_type_id, milliseconds, 
 grant select, insert on cheap_tracks to app_user;
 `;
 
-const srv = await startServer(await chinookDb(DB, FIXTURE), ["--pg.query.allow_count=true"]);
+const srv = await startServer(await chinookDb(DB, FIXTURE), [
+  "--pg.query.allow_count=true",
+  "--pg.query.allow_query_plan=true",
+]);
 const t = now();
 const session = cookie(await token({ role: "app_user", iat: t, exp: t + 1800, auth_time: t }));
 
@@ -105,6 +114,22 @@ Deno.test("count with a VOLATILE function is 400 (it would run twice), nothing w
     session,
   );
   assert.equal((await counted.json()).count, 275);
+});
+
+Deno.test("query_plan of a write runs a read-back calling a VOLATILE function once", async () => {
+  // Found by a black-box audit: the read-back's EXPLAIN ANALYZE ran its writing function again.
+  const before = await bumps();
+  const res = await srv.post("/svc", {
+    query: { relation: "pets", select: ["id", "name", "pet_bump"] },
+    data: [{ name: "Rex" }],
+    query_plan: true,
+  }, session);
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  const body = JSON.parse(text);
+  assert.equal(body.query_plan.length, 2, "the insert's and the read-back's");
+  assert.ok(body.query_plan[1].plan.Plan, "the read-back's plan (not analyzed)");
+  assert.equal(await bumps(), before + 1, "the computed field ran once");
 });
 
 Deno.test("constraints refusing a write: WITH CHECK OPTION is 400, an exclusion 409", async () => {
