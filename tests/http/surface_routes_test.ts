@@ -28,7 +28,12 @@ create function up.page(req jsonb) returns table (resp jsonb, content jsonb)
   select jsonb_build_object('template', 'page'),
          jsonb_build_object('name', '<b>Tom & "Jerry"</b>')
 $$;
-grant execute on function up.save(jsonb), up.page(jsonb) to "~anonymous";
+create function up.pick(req jsonb) returns table (resp jsonb, content jsonb)
+  language sql stable as $$
+  select case when req->'query'->>'raw' = 'yes' then jsonb_build_object('template', null) end,
+         jsonb_build_object('name', 'Ann')
+$$;
+grant execute on function up.save(jsonb), up.page(jsonb), up.pick(jsonb) to "~anonymous";
 `;
 
 const PAGE = `<!doctype html><html><head><style nonce="<%= it.nonce %>">p{color:red}</style>
@@ -57,6 +62,8 @@ async function server(): Promise<SvcProcess> {
     "--route.up.save.method=POST",
     "--route.up.save.stream_upload=true",
     "--route.up.page.path=/page",
+    "--route.up.pick.path=/pick",
+    "--route.up.pick.template=page",
     "--http.workers=2",
   ]);
   await svc.waitHealthy();
@@ -148,6 +155,21 @@ Deno.test({
       nonces.add(nonce);
     }
     assert.equal(nonces.size, 2, "a fresh nonce per response");
+  },
+});
+
+Deno.test({
+  name: "resp.template null overrides the route's default template: the content as JSON",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const s = await server();
+    const page = await fetch(`${s.url}/pick`);
+    assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
+    assert.match(await page.text(), /<p>Ann<\/p>/);
+    const raw = await fetch(`${s.url}/pick?raw=yes`);
+    assert.match(raw.headers.get("content-type") ?? "", /^application\/json/);
+    assert.deepEqual(await raw.json(), { name: "Ann" });
   },
 });
 

@@ -403,7 +403,8 @@ export async function buildResponse(
     } else throw malformed(who, "jwt is neither an object nor null");
   }
   // body
-  const template = r.template ?? ctx.template ?? null;
+  // `template: null` overrides the route's default: no template, the content as it is.
+  const template = Object.hasOwn(r, "template") ? r.template ?? null : ctx.template ?? null;
   let body: string | null;
   if (template !== null) {
     if (typeof template !== "string") throw malformed(who, "template is not a string");
@@ -451,7 +452,7 @@ export function applyHttpResponse(envelope: unknown, ctx: ApplyContext): Promise
   if (envelope === null || envelope === undefined) return buildResponse(null, null, ctx);
   if (!isObject(envelope)) throw malformed(ctx.authId, "the response is not an object");
   const { content, template_data, ...resp } = envelope;
-  const template = resp.template ?? ctx.template ?? null;
+  const template = Object.hasOwn(resp, "template") ? resp.template ?? null : ctx.template ?? null;
   return buildResponse(
     resp,
     template !== null && template_data !== undefined ? template_data : content,
