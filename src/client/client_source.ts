@@ -268,9 +268,15 @@ export interface SqlResult {
 export interface ComplexResult<T> {
   result?: T[];
   count?: number;
+  /** With count: the request's offset (0 when unset). */
+  offset?: number;
+  /** The request's limit, when set. */
+  limit?: number;
   stats?: Stat[];
   sql?: SqlResult[];
   query_plan?: Json[];
+  /** Flags the server has switched off (their keys then come back empty). */
+  warnings?: string[];
 }
 
 /** Flags of a read. Any of count, sql, query_plan turns the answer into a ComplexResult. */
