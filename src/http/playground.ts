@@ -11,6 +11,7 @@
 import PAGE from "./playground/index.html" with { type: "text" };
 import CSS from "./playground/playground.css" with { type: "text" };
 import JS from "./playground/playground.js" with { type: "text" };
+import { newNonce } from "./csp.ts";
 
 const STYLE_TAG = '<link rel="stylesheet" href="playground.css">';
 const SCRIPT_TAG = '<script src="playground.js"></script>';
@@ -29,12 +30,6 @@ const [BEFORE_STYLE, BETWEEN, AFTER_SCRIPT] = ((): [string, string, string] => {
   ];
 })();
 
-/** A fresh CSP nonce (128 random bits, base64). */
-export function cspNonce(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return btoa(String.fromCharCode(...bytes));
-}
-
 /** The strict Content-Security-Policy of the playground page for `nonce`. */
 export function playgroundCsp(nonce: string): string {
   return [
@@ -51,7 +46,7 @@ export function playgroundCsp(nonce: string): string {
 
 /** The playground page, with a new nonce in its CSP header and inline tags. */
 export function playgroundResponse(): Response {
-  const nonce = cspNonce();
+  const nonce = newNonce();
   const html = `${BEFORE_STYLE}<style nonce="${nonce}">${CSS}</style>${BETWEEN}` +
     `<script nonce="${nonce}">${JS}</script>${AFTER_SCRIPT}`;
   return new Response(html, {

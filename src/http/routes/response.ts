@@ -15,6 +15,7 @@
 import { type CookieAttributes, setCookie, setsCookie } from "../../auth/cookies.ts";
 import type { Sessions } from "../../auth/session.ts";
 import { SvcError } from "../../svc_error.ts";
+import { newNonce } from "../csp.ts";
 import { log } from "../../observe/log.ts";
 import { isJsonType, mediaType, type RouteHooks } from "./request.ts";
 
@@ -289,11 +290,6 @@ export function cookieHeader(name: string, spec: unknown, defaultMaxAge: number)
   }
 }
 
-function randomNonce(): string {
-  const b = crypto.getRandomValues(new Uint8Array(16));
-  return btoa(String.fromCharCode(...b)).replace(/=+$/, "");
-}
-
 /**
  * Applies a function's `resp` and `content` to a Response. `resp` SQL/JSON null means the
  * defaults: 200 and `content` as JSON.
@@ -409,7 +405,7 @@ export async function buildResponse(
   if (template !== null) {
     if (typeof template !== "string") throw malformed(who, "template is not a string");
     if (!ctx.hooks?.render) throw malformed(who, `template ${template}: no template renderer`);
-    const nonce = randomNonce();
+    const nonce = newNonce();
     const it = isObject(content) ? { ...content, nonce } : { content, nonce };
     body = await ctx.hooks.render(template, it, nonce);
     if (!headers.has("content-type")) headers.set("content-type", "text/html; charset=utf-8");
@@ -429,7 +425,7 @@ export async function buildResponse(
       body = typeof content === "string" ? content : content == null ? "" : JSON.stringify(content);
       // An HTML page's own policy (`resp.csp`) gets a fresh nonce as the configured one would.
       if (type === "text/html" && typeof r.csp === "string" && ctx.hooks?.csp) {
-        headers.set("content-security-policy", ctx.hooks.csp(randomNonce(), r.csp));
+        headers.set("content-security-policy", ctx.hooks.csp(newNonce(), r.csp));
       }
     } else {
       if (!type) headers.set("content-type", "application/json");
