@@ -50,17 +50,7 @@ function columnsUsable(root: RelationNode, can: Can): boolean {
       nodes.push(j.node);
     }
   }
-  const seen = new Set<unknown>();
-  const stack: unknown[] = [root];
-  while (stack.length) {
-    const v = stack.pop();
-    if (v === null || typeof v !== "object" || seen.has(v)) continue;
-    seen.add(v);
-    if (Array.isArray(v)) {
-      stack.push(...v);
-      continue;
-    }
-    const o = v as Record<string, unknown>;
+  eachObject([root], (o) => {
     const column = o.column as { name?: unknown } | undefined;
     if (o.kind === "column" && typeof o.scope === "string" && typeof column?.name === "string") {
       const rel = byScope.get(o.scope);
@@ -69,17 +59,15 @@ function columnsUsable(root: RelationNode, can: Can): boolean {
       const src = (o.join as { node: RelationNode }).node.source;
       if (src.kind === "relation") used.push([src.relation, column.name]);
     }
-    for (const [k, x] of Object.entries(o)) {
-      // Schema objects (columns, relations, functions) hold no expression.
-      if (k !== "column" && k !== "relation" && k !== "func" && k !== "columns") stack.push(x);
-    }
-  }
+  });
   return used.every(([r, c]) => can.column!(r, c));
 }
 
-/** `schema.fn` of every computed field in expression trees (plain objects and arrays). */
-function computedIn(trees: unknown[]): Set<string> {
-  const out = new Set<string>();
+/**
+ * Calls `visit` on every plain object in the trees (arrays walked through, each object once),
+ * never descending into schema objects (columns, relations, functions: they hold no expression).
+ */
+function eachObject(trees: unknown[], visit: (o: Record<string, unknown>) => void): void {
   const seen = new Set<unknown>();
   const stack = [...trees];
   while (stack.length) {
@@ -91,13 +79,20 @@ function computedIn(trees: unknown[]): Set<string> {
       continue;
     }
     const o = v as Record<string, unknown>;
+    visit(o);
+    for (const [k, x] of Object.entries(o)) {
+      if (k !== "column" && k !== "relation" && k !== "func" && k !== "columns") stack.push(x);
+    }
+  }
+}
+
+/** `schema.fn` of every computed field in expression trees (plain objects and arrays). */
+function computedIn(trees: unknown[]): Set<string> {
+  const out = new Set<string>();
+  eachObject(trees, (o) => {
     if (o.kind === "computed" && typeof o.schema === "string" && typeof o.fn === "string") {
       out.add(`${o.schema}.${o.fn}`);
     }
-    for (const [k, x] of Object.entries(o)) {
-      // Schema objects (columns, relations) hold no expression.
-      if (k !== "column" && k !== "relation" && k !== "func") stack.push(x);
-    }
-  }
+  });
   return out;
 }

@@ -23,6 +23,16 @@ function fails(tree: unknown, code: string, pointer: string, opts: Partial<Parse
   assert.fail(`no error for ${JSON.stringify(tree)}`);
 }
 
+/** The message of the error a query tree fails with. */
+function message(tree: unknown): string {
+  try {
+    parseQuery(schema, tree, { maxDepth: 6 });
+  } catch (e) {
+    return (e as Error).message;
+  }
+  assert.fail(`no error for ${JSON.stringify(tree)}`);
+}
+
 const albums = { relation: "album", on: { artist_id: "artist_id" } };
 const artistOfAlbum = { relation: "artist", on: { artist_id: "artist_id" } };
 
@@ -81,14 +91,6 @@ Deno.test("QUERY_INVALID: malformed relation objects", () => {
 });
 
 Deno.test("an unknown relation field gets a hint when it is a typo of a field", () => {
-  const message = (tree: unknown) => {
-    try {
-      parseQuery(schema, tree, { maxDepth: 6 });
-    } catch (e) {
-      return (e as Error).message;
-    }
-    assert.fail("no error");
-  };
   assert.match(
     message({ relation: "artist", limt: 5 }),
     /unknown relation field 'limt'; did you mean 'limit'\?/,
@@ -329,14 +331,6 @@ Deno.test("QUERY_UNKNOWN_COLUMN: where, select, on, '.', agg, set, on_conflict, 
 });
 
 Deno.test("QUERY_BAD_JOIN names the 'on' of the foreign keys that do join the two", () => {
-  const message = (tree: unknown) => {
-    try {
-      parseQuery(schema, tree, { maxDepth: 6 });
-    } catch (e) {
-      return (e as Error).message;
-    }
-    assert.fail("no error");
-  };
   assert.match(
     message({ relation: "artist", join: { albums: { ...albums, on: { title: "name" } } } }),
     /join with 'on': \{"artist_id":"artist_id"\}/,
