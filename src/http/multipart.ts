@@ -11,6 +11,7 @@
  * HTTP_MULTIPART_INVALID (the parser would cut it silently). A failed decode removes every file it
  * wrote.
  */
+import { recordUploads } from "./uploads.ts";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import { SvcError } from "../svc_error.ts";
 import { encodeBase64 } from "./base64.ts";
@@ -262,7 +263,11 @@ export async function decodeMultipart(
     else if (Array.isArray(prev)) prev.push(v.value);
     else body[v.name] = [prev, v.value];
   }
-  if (opts.stream) body.files = stored;
+  if (opts.stream) {
+    body.files = stored;
+    // What a failed request may remove: these paths, never ones read from a body.
+    recordUploads(body, stored.map((f) => f.path));
+  }
   return body;
 }
 

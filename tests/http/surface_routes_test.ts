@@ -159,6 +159,41 @@ Deno.test({
 });
 
 Deno.test({
+  name: "a failing route call removes only files svc wrote, never paths a client's body names",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    // Found by a hostile client: the clean-up of a failed request read `files[].path` from any
+    // body, so an anonymous JSON post deleted any file the process could write.
+    const s = await server();
+    const dir = await Deno.makeTempDir({ prefix: "svc-victim-" });
+    const victim = `${dir}/victim.txt`;
+    await Deno.writeTextFile(victim, "important");
+    try {
+      const res = await fetch(`${s.url}/upload`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ fail: "yes", files: [{ path: victim }, { path: dir }] }),
+      });
+      await res.body?.cancel();
+      assert.equal(res.status, 422);
+      assert.equal(await Deno.readTextFile(victim), "important", "the client's path was removed");
+      // A failing multipart upload still leaves none of the files svc wrote for it.
+      const before = await uploadedFiles();
+      const form = new FormData();
+      form.set("fail", "yes");
+      form.set("doc", new File(["x".repeat(1000)], "doc.txt"));
+      const up = await fetch(`${s.url}/upload`, { method: "POST", body: form });
+      await up.body?.cancel();
+      assert.equal(up.status, 422);
+      assert.deepEqual(await uploadedFiles(), before);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
   name: "resp.template null overrides the route's default template: the content as JSON",
   sanitizeResources: false,
   sanitizeOps: false,

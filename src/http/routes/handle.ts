@@ -3,6 +3,7 @@
  * chain (middleware, route) in one round trip → response. Also the middleware that runs ahead of
  * `/svc` and static files (in a transaction of its own, just before the request proper).
  */
+import { removeUploads } from "../uploads.ts";
 import type { Config } from "../../config/load.ts";
 import type { Database } from "../../db/pool.ts";
 import type { RequestRole } from "../../auth/roles.ts";
@@ -192,7 +193,8 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         const result = await runChain(target(call, plan), call.who, plan);
         return await respond(result, route);
       } catch (e) {
-        // A failed request keeps none of its streamed uploads.
+        // A failed request keeps none of its streamed uploads (the files svc wrote for this
+        // body: src/http/uploads.ts).
         await removeUploads(req.body);
         throw e;
       }
@@ -212,14 +214,4 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       return await respond(result, null);
     },
   };
-}
-
-/** Removes the files a streamed upload stored for a request body (`files[].path`), if any. */
-async function removeUploads(body: unknown): Promise<void> {
-  const files = (body as { files?: unknown } | null)?.files;
-  if (!Array.isArray(files)) return;
-  for (const f of files) {
-    const path = (f as { path?: unknown })?.path;
-    if (typeof path === "string") await Deno.remove(path).catch(() => {});
-  }
 }
