@@ -26,8 +26,36 @@ export function surface(cfg: Config, req: Request, path: string): Response | nul
       ),
     );
   }
+  if (oddAuthority(req.url)) {
+    return finish(
+      errorResponse(
+        new SvcError(
+          "QUERY_INVALID",
+          "the request's host (Host header or absolute target) is not a host name",
+        ),
+        { dev: cfg.dev, anonymous: true },
+      ),
+    );
+  }
   if (corsApplies(path) && isPreflight(req)) return finish(preflight(cfg.http.cors, req));
   return null;
+}
+
+/**
+ * Whether the URL's authority (the `Host` header, or an absolute request target) holds a
+ * character no host name has. The URL is the host and target joined, so `Host: x#` made
+ * `http://x#/private/f`: read as path `/private/f` by one reader, `/` (and a fragment) by
+ * another, a request for a file a middleware guards matched no middleware.
+ */
+export function oddAuthority(url: string): boolean {
+  const from = url.indexOf("//") + 2;
+  const to = url.indexOf("/", from);
+  for (let i = from, end = to < 0 ? url.length : to; i < end; i++) {
+    const c = url.charCodeAt(i);
+    // # ? @ \ space and controls
+    if (c === 35 || c === 63 || c === 64 || c === 92 || c <= 32 || c === 127) return true;
+  }
+  return false;
 }
 
 /**

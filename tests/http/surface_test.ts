@@ -115,6 +115,31 @@ Deno.test("static: index.html for a directory, HEAD without body, other methods 
   }
 });
 
+Deno.test("a Host (or absolute target) that is no host name is 400: one path for every reader", async () => {
+  // Found by a hostile client: `Host: x#` made the URL http://x#/private/f, served as the file
+  // /private/f while middleware matching read the path `/`.
+  for (
+    const head of [
+      "GET /only2.txt HTTP/1.1\r\nHost: x#\r\nConnection: close\r\n",
+      "GET /only2.txt HTTP/1.1\r\nHost: x?\r\nConnection: close\r\n",
+      "GET /only2.txt HTTP/1.1\r\nHost: a@b\r\nConnection: close\r\n",
+      "GET /only2.txt HTTP/1.1\r\nHost: x\\y\r\nConnection: close\r\n",
+      "GET http://x#/only2.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n",
+    ]
+  ) {
+    const r = await raw(srv, head);
+    // Refused by svc (400) or by the HTTP layer before it: never served.
+    assert.ok(r.status === 400, `${JSON.stringify(head)}: ${r.status}`);
+    assert.doesNotMatch(r.text, /only in two/);
+  }
+  const ok = await raw(
+    srv,
+    "GET /only2.txt HTTP/1.1\r\nHost: localhost:1\r\nConnection: close\r\n",
+  );
+  assert.equal(ok.status, 200);
+  assert.match(ok.text, /only in two/);
+});
+
 Deno.test("svc's fixed paths: another method is 405 with Allow, not 404", async () => {
   for (
     const path of ["/svc/database.json", "/svc/health", "/svc/health/ready", "/svc/health/live"]
