@@ -119,9 +119,14 @@ export function randomToken(): string {
   return base64url.encode(crypto.getRandomValues(new Uint8Array(32)));
 }
 
+/** The deepest a login query's dotted key may nest (as `http.max_json_depth`'s default). */
+export const MAX_QUERY_DEPTH = 64;
+
 /**
  * A login's query string decoded like the GET form: dotted keys nest (`a.b=1` → `{a: {b: "1"}}`),
- * values stay strings, a repeated key becomes an array. Null when there is no parameter.
+ * values stay strings, a repeated key becomes an array. Null when there is no parameter. A key
+ * nesting deeper than {@link MAX_QUERY_DEPTH} is 400 SSO_BAD_REQUEST (thousands of levels
+ * exhausted the stack of the JSON round trip below: a 500).
  */
 export function decodeQuery(search: URLSearchParams): Record<string, unknown> | null {
   const out: Record<string, unknown> = Object.create(null);
@@ -129,6 +134,12 @@ export function decodeQuery(search: URLSearchParams): Record<string, unknown> | 
   for (const [key, value] of search) {
     any = true;
     const path = key.split(".");
+    if (path.length > MAX_QUERY_DEPTH) {
+      throw new SvcError(
+        "SSO_BAD_REQUEST",
+        `a login query key nests deeper than ${MAX_QUERY_DEPTH} levels`,
+      );
+    }
     let o: Record<string, unknown> = out;
     for (const p of path.slice(0, -1)) {
       const v = o[p];

@@ -223,6 +223,10 @@ export class SamlEntry {
         query: decodeQuery(search),
       });
     } catch (e) {
+      // The client's own query (nested too deep) is its 400; anything else is svc's.
+      if (e instanceof SvcError && e.code === "SSO_BAD_REQUEST") {
+        throw refuse(`saml.${this.name}`, "SSO_BAD_REQUEST", e.message);
+      }
       throw refuse(`saml.${this.name}`, "SSO_INTERNAL", "cannot start the login", e);
     }
     return new Response(null, {

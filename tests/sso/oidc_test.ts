@@ -350,6 +350,19 @@ test("a malformed callback (code twice, iss missing or foreign) → 400 SSO_BAD_
   }
 });
 
+test("a login query nested thousands deep → 400 SSO_BAD_REQUEST, not 500", async () => {
+  // Found by a hostile client: 3,000 dotted levels exhausted the stack (500 SSO_INTERNAL).
+  const deep = await fetch(`${origin}/auth/oidc/main/login?${"a.".repeat(3000)}a=1`, {
+    redirect: "manual",
+  });
+  await refused(deep, 400, "SSO_BAD_REQUEST");
+  const fine = await fetch(`${origin}/auth/oidc/main/login?${"a.".repeat(40)}a=1`, {
+    redirect: "manual",
+  });
+  await fine.body?.cancel();
+  assert.equal(fine.status, 303);
+});
+
 test("fetch_userinfo merges userinfo claims; a failing userinfo → 502 SSO_USERINFO_FAILED", async () => {
   await sql`truncate sso_log`;
   const jar = new Jar();
