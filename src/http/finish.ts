@@ -30,11 +30,22 @@ export interface Finished {
   path: string;
   setCookie: string | null;
   role: string | undefined;
+  /** False when the request ran as a session's role (its answer depends on the session). */
+  anonymous?: boolean;
+}
+
+/**
+ * The `Cache-Control` an answer needs for its session, or null: a session cookie set or cleared
+ * must never be stored by a shared cache (`private, no-store`, over what the answer said), and an
+ * answer for a session is the browser's alone (`private`, unless the answer says otherwise).
+ */
+function sessionCaching(t: Finished, has: boolean): string | null {
+  if (t.setCookie) return "private, no-store";
+  return t.anonymous === false && !has ? "private" : null;
 }
 
 /** Adds the session cookie and request id, counts the request, logs it; the response to send. */
 export function finish(res: Response, t: Finished, record: boolean): Response {
-  if (t.setCookie) res.headers.append("set-cookie", t.setCookie);
   try {
     res.headers.set("x-request-id", t.requestId);
   } catch {
@@ -42,6 +53,9 @@ export function finish(res: Response, t: Finished, record: boolean): Response {
     res = new Response(res.body, res);
     res.headers.set("x-request-id", t.requestId);
   }
+  if (t.setCookie) res.headers.append("set-cookie", t.setCookie);
+  const caching = sessionCaching(t, res.headers.has("cache-control"));
+  if (caching) res.headers.set("cache-control", caching);
   finished(t, res.status, record);
   return res;
 }
@@ -53,6 +67,8 @@ export function finish(res: Response, t: Finished, record: boolean): Response {
 export function finishFields(t: Finished, fields: Record<string, string>): void {
   if (t.setCookie) fields["set-cookie"] = t.setCookie;
   fields["x-request-id"] = t.requestId;
+  const caching = sessionCaching(t, fields["cache-control"] !== undefined);
+  if (caching) fields["cache-control"] = caching;
 }
 
 /** Counts a request answered with `status` and writes its access line. */
