@@ -65,6 +65,44 @@ Deno.test("bad credentials: RS401 with the function's message, nothing minted", 
   assert.equal(sessionCookie(res), null);
 });
 
+Deno.test("a login from another site's page mints no session (login CSRF); from this site it does", async () => {
+  // Found by a hostile client: a cross-site HTML form posting form-urlencoded credentials to
+  // /login put the visitor's browser in the attacker's account.
+  const form = "email=luisg%40embraer.com.br&password=demo";
+  const post = (headers: Record<string, string>) =>
+    fetch(srv.url + "/login", {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+      body: form,
+    });
+  for (
+    const headers of <Record<string, string>[]> [
+      { "sec-fetch-site": "cross-site", origin: "https://evil.example" },
+      { origin: "https://evil.example" },
+      { origin: "null" },
+    ]
+  ) {
+    const res = await post(headers);
+    const body = await res.json();
+    assert.equal(res.status, 403, JSON.stringify(headers));
+    assert.equal(body.code, "AUTH_JWT_NOT_ALLOWED");
+    assert.equal(res.headers.get("set-cookie"), null);
+  }
+  const host = new URL(srv.url).host;
+  for (
+    const headers of <Record<string, string>[]> [
+      {},
+      { "sec-fetch-site": "same-origin", origin: srv.url },
+      { origin: `http://${host}` },
+    ]
+  ) {
+    const res = await post(headers);
+    await res.body?.cancel();
+    assert.equal(res.status, 200, JSON.stringify(headers));
+    assert.match(res.headers.get("set-cookie") ?? "", /^accesstoken=/);
+  }
+});
+
 Deno.test("/me anonymously is RS401", async () => {
   const res = await srv.get("/me");
   assert.equal(res.status, 401);

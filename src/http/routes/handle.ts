@@ -4,6 +4,7 @@
  * `/svc` and static files (in a transaction of its own, just before the request proper).
  */
 import { removeUploads } from "../uploads.ts";
+import { isCrossSite } from "./cross_site.ts";
 import type { Config } from "../../config/load.ts";
 import type { Database } from "../../db/pool.ts";
 import type { RequestRole } from "../../auth/roles.ts";
@@ -109,11 +110,17 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
 
   // A HEAD answer is built as its GET's: the runtime sends its headers (the body's length
   // included) without the body.
-  const respond = async (result: ChainResult, route: Route | null): Promise<Applied | null> => {
+  const respond = async (
+    result: ChainResult,
+    route: Route | null,
+    request: Request,
+  ): Promise<Applied | null> => {
+    const crossSite = isCrossSite(request, cfg.http.cors.allowed_origins);
     if (result.kind === "middleware") {
       return await buildResponse(result.envelope.resp, result.envelope.content, {
         ...applyBase,
         authId: result.by.id,
+        crossSite,
       });
     }
     if (result.kind === "route") {
@@ -121,6 +128,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         ...applyBase,
         authId: route!.id,
         template: route!.template,
+        crossSite,
       });
     }
     if (result.kind === "simple") {
@@ -191,7 +199,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       };
       try {
         const result = await runChain(target(call, plan), call.who, plan);
-        return await respond(result, route);
+        return await respond(result, route, call.request);
       } catch (e) {
         // A failed request keeps none of its streamed uploads (the files svc wrote for this
         // body: src/http/uploads.ts).
@@ -211,7 +219,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         route: null,
       };
       const result = await runChain(target(call, plan), call.who, plan);
-      return await respond(result, null);
+      return await respond(result, null, call.request);
     },
   };
 }

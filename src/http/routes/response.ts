@@ -38,6 +38,11 @@ export interface ApplyContext {
   hooks?: RouteHooks;
   /** The session claims the request carried (kept as `auth_time` is not renewed on re-mint). */
   now?: number;
+  /**
+   * The request came from another site's page (src/http/routes/cross_site.ts): its `jwt` may not
+   * mint a session (login CSRF); clearing one stays allowed.
+   */
+  crossSite?: boolean;
 }
 
 /** An applied response, and whether it set or cleared the session cookie. */
@@ -388,6 +393,13 @@ export async function buildResponse(
       );
     }
     session = true;
+    if (r.jwt !== null && ctx.crossSite) {
+      throw new SvcError(
+        "AUTH_JWT_NOT_ALLOWED",
+        "a request from another site's page may not set the session (login CSRF): log in from " +
+          "this site, or list the page's origin in http.cors.allowed_origins",
+      );
+    }
     if (r.jwt === null) headers.append("set-cookie", ctx.sessions.clearCookie());
     else if (isObject(r.jwt)) {
       try {
