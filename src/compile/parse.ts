@@ -192,7 +192,9 @@ function parseFunctionSource(
   fnName: string,
   ns: string | undefined,
 ): Source {
-  const candidates = findFunctions(ctx.schema, fnName, ns);
+  const hidden = ctx.opts.hiddenFunctions;
+  const found = findFunctions(ctx.schema, fnName, ns);
+  const candidates = hidden ? found.filter((f) => !hidden.has(f.oid)) : found;
   const unknown = () =>
     new SuggestingError(
       "QUERY_UNKNOWN_RELATION",

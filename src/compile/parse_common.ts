@@ -11,6 +11,11 @@ import type { Expr, JoinNode, Source } from "./ast.ts";
 export interface ParseOptions {
   /** Maximum join nesting (`pg.query.max_depth`); the root is depth 0. */
   maxDepth: number;
+  /**
+   * Functions a query may not call, answered as unknown (the envelope functions of
+   * src/query/envelope_functions.ts: reached through their own paths only).
+   */
+  hiddenFunctions?: ReadonlySet<number>;
   /** Parameters of a well-known query definition; `$param` is only allowed when given. */
   params?: Record<string, { cast?: string }> | null;
   /** JSON pointer of the tree inside the request body (prefix of every error pointer). */

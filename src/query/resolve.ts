@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { envelopeFunctions } from "./envelope_functions.ts";
 import { batchIndexOf, markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import { parseQuery } from "../compile/parse.ts";
@@ -267,6 +268,7 @@ export function resolveQuery(
   }
   const node = parseQuery(ctx.state.schema, query, {
     maxDepth: ctx.cfg.pg.query.max_depth,
+    hiddenFunctions: envelopeFunctions(ctx.state, ctx.cfg),
     pointer,
     role: ctx.who.role,
     rowTypes,

@@ -103,6 +103,28 @@ Deno.test("a login from another site's page mints no session (login CSRF); from 
   }
 });
 
+Deno.test("a full-control route's function is not callable through /svc (it trusts req); a simple one is", async () => {
+  // Found by a hostile client: POST /svc {"function":"login", …} ran the route's function with a
+  // req the client wrote (req.jwt included, which routes read as verified claims).
+  for (
+    const body of [
+      { function: "login", schema: "app", arguments: { req: [{ body: {} }] } },
+      { function: "invoices_page", schema: "app", arguments: [[{ jwt: { role: "app_user" } }]] },
+    ]
+  ) {
+    const res = await srv.post("/svc", body);
+    const text = await res.text();
+    assert.equal(res.status, 404, text);
+    assert.equal(JSON.parse(text).code, "QUERY_UNKNOWN_RELATION");
+    const g = await srv.get(`/svc?function=${body.function}&schema=app`);
+    await g.body?.cancel();
+    assert.equal(g.status, 404);
+  }
+  // A simple route's function (plain arguments, no envelope) stays callable as any function.
+  const me = await srv.post("/svc", { function: "me", schema: "app" });
+  assert.notEqual(me.status, 404, await me.text());
+});
+
 Deno.test("/me anonymously is RS401", async () => {
   const res = await srv.get("/me");
   assert.equal(res.status, 401);

@@ -363,6 +363,22 @@ test("a login query nested thousands deep → 400 SSO_BAD_REQUEST, not 500", asy
   assert.equal(fine.status, 303);
 });
 
+test("SSO callbacks are not callable through /svc with a forged identity", async () => {
+  // Found by a hostile client: POST /svc {"function":"sso_login", …} ran the callback on a
+  // made-up identity (mapping any e-mail to its role, running its side effects).
+  for (const fn of ["sso_login", "sso_other", "sso_show"]) {
+    const res = await srv.post("/svc", {
+      function: fn,
+      arguments: {
+        p: [{ identity: { protocol: "oidc", claims: { email: "alice@example.com" } } }],
+      },
+    });
+    const text = await res.text();
+    assert.equal(res.status, 404, `${fn}: ${text}`);
+    assert.equal(JSON.parse(text).code, "QUERY_UNKNOWN_RELATION");
+  }
+});
+
 test("fetch_userinfo merges userinfo claims; a failing userinfo → 502 SSO_USERINFO_FAILED", async () => {
   await sql`truncate sso_log`;
   const jar = new Jar();
