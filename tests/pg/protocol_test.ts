@@ -4,7 +4,12 @@
  * value decoding, and failure: a terminated backend fails everything pending at once.
  */
 import assert from "node:assert/strict";
-import { Connection, type ConnectionOptions, MAX_PREPARED_SQL } from "../../src/pg/connection.ts";
+import {
+  Connection,
+  type ConnectionOptions,
+  MAX_PREPARED_CHARS,
+  MAX_PREPARED_SQL,
+} from "../../src/pg/connection.ts";
 import { PgConnectionError, PgError, type PgFields } from "../../src/pg/errors.ts";
 import { JsonArraySink } from "../../src/http/json_body.ts";
 import { emptyDb, psql, stopDb } from "../helpers/db.ts";
@@ -338,6 +343,37 @@ Deno.test({
       // A short one is kept, as before.
       await c.execute([{ sql: "select $1::int as v", params: [1] }]);
       assert.equal(c.preparedCount, 1);
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+Deno.test({
+  ...T,
+  name: "protocol: the statements kept prepared hold at most MAX_PREPARED_CHARS of SQL",
+  async fn() {
+    // Found by a hostile client: 2,800 distinct 11 KB reads grew each backend by ≈ 140 MB, within
+    // the count limit (256) alone.
+    const c = await open();
+    try {
+      const pad = "x".repeat(15_000); // under MAX_PREPARED_SQL: each one is prepared
+      for (let i = 0; i < 100; i++) {
+        const [r] = await c.execute([{
+          sql: `select $1::int + ${i} as n, '${pad}' as p`,
+          params: [1],
+        }]);
+        assert.equal(r.rows[0].n, 1 + i);
+      }
+      const [k] = await c.execute([{
+        sql: "select count(*)::int as n, coalesce(sum(length(statement)), 0)::int as chars " +
+          "from pg_prepared_statements",
+        prepare: false,
+      }]);
+      const { n, chars } = k.rows[0] as { n: number; chars: number };
+      assert.ok(chars <= MAX_PREPARED_CHARS, `${chars} characters kept`);
+      assert.ok(n >= 60 && n < 100, `${n} kept`);
+      assert.equal(c.preparedCount, n);
     } finally {
       await c.close();
     }
