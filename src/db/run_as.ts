@@ -440,7 +440,7 @@ async function inside<T>(
       const tooMany = db.statementError(sql, params);
       if (tooMany) throw tooMany;
       // A named portal with a row limit: it survives the transaction's other statements (which
-      // use the unnamed one) between fetches, and ends with the transaction.
+      // use the unnamed one) between fetches, closed once read to its end.
       let portal = `svc_rows${++portals}`;
       let sink = new JsonPieces();
       let r: Result;
@@ -448,8 +448,9 @@ async function inside<T>(
         r = await conn.query({ sql, params, prepare: true, sink, maxRows: batch, portal });
       } catch (e) {
         // Rows too large to take 1,000 at a time: asked again, as many as fitted (its first
-        // portal stays suspended until the transaction ends; nothing of it was handed on).
+        // portal is closed with the next statement; nothing of it was handed on).
         if (!(e instanceof PgFetchTooLargeError)) throw e;
+        conn.closePortal(portal);
         portal = `svc_rows${++portals}`;
         sink = new JsonPieces();
         r = await conn.query({ sql, params, prepare: true, sink, maxRows: e.rows, portal });
@@ -464,7 +465,11 @@ async function inside<T>(
           handed = sink.rows;
           await each(sink.take(final));
         }
-        if (final) return sink.rows;
+        if (final) {
+          // Read to its end: its executor's memory goes with the next statement, not at commit.
+          conn.closePortal(portal);
+          return sink.rows;
+        }
         r = await open.fetch(portal, nextFetch(sink.maxRow, batch), sink);
       }
     },

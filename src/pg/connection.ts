@@ -272,6 +272,8 @@ export class Connection {
   #nameSeq = 0;
   /** Names of evicted statements, closed at the start of the next batch. */
   #toClose: string[] = [];
+  /** Named portals to close with the next batch ({@link closePortal}). */
+  #portalsToClose: string[] = [];
   /** Statements of the current tick not yet written ({@link query}). */
   #open: { stmts: Statement[]; done: ((r: Result | undefined, e: unknown) => void)[] } | null =
     null;
@@ -501,6 +503,16 @@ export class Connection {
   }
 
   /**
+   * Closes the named `portal` with the next batch sent (no round trip of its own): a portal
+   * whose rows were all read keeps its executor's memory until it is closed or its transaction
+   * ends, so a transaction reading many (a batch) would hold all of theirs. Closing one that no
+   * longer exists is not an error.
+   */
+  closePortal(portal: string): void {
+    this.#portalsToClose.push(portal);
+  }
+
+  /**
    * Continues the suspended `portal`: at most `maxRows` more rows (0: all) into `sink`, or
    * decoded with `fields`. One write, one Sync.
    */
@@ -584,6 +596,10 @@ export class Connection {
       if (this.#toClose.length) {
         for (const name of this.#toClose) P.close(w, "S", name);
         this.#toClose = [];
+      }
+      if (this.#portalsToClose.length) {
+        for (const name of this.#portalsToClose) P.close(w, "P", name);
+        this.#portalsToClose = [];
       }
       for (let i = 0; i < stmts.length; i++) {
         const s = stmts[i];
