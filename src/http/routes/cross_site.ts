@@ -10,10 +10,15 @@
 
 /**
  * True for a request from another site: `Sec-Fetch-Site: cross-site` (what browsers send), or,
- * without it, an `Origin` whose host is not the request's. An origin listed exactly in
+ * without it, an `Origin` whose host is neither the request's nor `publicHost`
+ * (`http.public_host`: the host a proxy in front answers for). An origin listed exactly in
  * `http.cors.allowed_origins` is trusted (a separate front end logging in through `fetch`).
  */
-export function isCrossSite(req: Request, allowedOrigins: readonly string[]): boolean {
+export function isCrossSite(
+  req: Request,
+  allowedOrigins: readonly string[],
+  publicHost?: string,
+): boolean {
   const origin = req.headers.get("origin");
   if (origin !== null && origin !== "null" && allowedOrigins.includes(origin)) return false;
   const site = req.headers.get("sec-fetch-site");
@@ -21,7 +26,8 @@ export function isCrossSite(req: Request, allowedOrigins: readonly string[]): bo
   if (origin === null) return false;
   if (origin === "null") return true;
   try {
-    return new URL(origin).host !== new URL(req.url).host;
+    const host = new URL(origin).host;
+    return host !== new URL(req.url).host && host !== publicHost;
   } catch {
     return true;
   }

@@ -115,7 +115,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
     route: Route | null,
     request: Request,
   ): Promise<Applied | null> => {
-    const crossSite = isCrossSite(request, cfg.http.cors.allowed_origins);
+    const crossSite = isCrossSite(request, cfg.http.cors.allowed_origins, cfg.http.public_host);
     if (result.kind === "middleware") {
       return await buildResponse(result.envelope.resp, result.envelope.content, {
         ...applyBase,
