@@ -115,7 +115,9 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
     route: Route | null,
     request: Request,
   ): Promise<Applied | null> => {
-    const crossSite = isCrossSite(request, cfg.http.cors.allowed_origins, cfg.http.public_host);
+    // Asked only of an answer minting a session.
+    const crossSite = () =>
+      isCrossSite(request, cfg.http.cors.allowed_origins, cfg.http.public_host);
     if (result.kind === "middleware") {
       return await buildResponse(result.envelope.resp, result.envelope.content, {
         ...applyBase,

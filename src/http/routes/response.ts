@@ -39,10 +39,10 @@ export interface ApplyContext {
   /** The session claims the request carried (kept as `auth_time` is not renewed on re-mint). */
   now?: number;
   /**
-   * The request came from another site's page (src/http/routes/cross_site.ts): its `jwt` may not
-   * mint a session (login CSRF); clearing one stays allowed.
+   * Whether the request came from another site's page (src/http/routes/cross_site.ts), asked when
+   * its `jwt` would mint a session: then it may not (login CSRF); clearing one stays allowed.
    */
-  crossSite?: boolean;
+  crossSite?: () => boolean;
 }
 
 /** An applied response, and whether it set or cleared the session cookie. */
@@ -393,7 +393,7 @@ export async function buildResponse(
       );
     }
     session = true;
-    if (r.jwt !== null && ctx.crossSite) {
+    if (r.jwt !== null && ctx.crossSite?.()) {
       throw new SvcError(
         "AUTH_JWT_NOT_ALLOWED",
         "a request from another site's page may not set the session (login CSRF): log in from " +
