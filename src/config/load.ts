@@ -7,7 +7,15 @@ import { parse as parseToml } from "smol-toml";
 import { loadYaml, parseYaml } from "../formats/yaml.ts";
 import { parse as parseHuml } from "../formats/huml.ts";
 import { isConfigEnv } from "./env.ts";
-import { checkConfig, closestKey, type Config, describeKind, KEYS, matchKey } from "./keys.ts";
+import {
+  checkConfig,
+  closestKey,
+  type Config,
+  describeKind,
+  KEYS,
+  matchKey,
+  type SamlConfig,
+} from "./keys.ts";
 import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import { checkIssuerConfig } from "../auth/issuers.ts";
 import { checkExposedConfig } from "../db/exposed.ts";
@@ -355,6 +363,16 @@ export function storeTable(name: string): string {
     throw new Error(`expected schema.table, got ${JSON.stringify(name)}`);
   }
   return parts.map((p) => `"${p.replaceAll('"', '""')}"`).join(".");
+}
+
+/**
+ * The `saml.<name>` entries (the `saml` section also holds `certificate_path` and
+ * `private_key_path`, which are no entries).
+ */
+export function samlEntries(cfg: Config): [string, SamlConfig][] {
+  return Object.entries(cfg.saml).filter(([name]) =>
+    name !== "certificate_path" && name !== "private_key_path"
+  ) as [string, SamlConfig][];
 }
 
 /** The connection string to use: pg.uri, or one built from the granular fields. */

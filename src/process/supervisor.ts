@@ -14,7 +14,7 @@
  *
  * @module
  */
-import type { Config } from "../config/load.ts";
+import { type Config, samlEntries } from "../config/load.ts";
 import { configureLogging, log } from "../observe/log.ts";
 import { loadSecret } from "../auth/secret.ts";
 import {
@@ -163,7 +163,7 @@ export async function supervise(
   const slices = poolSlices(cfg.pg.pool_size, count);
   const replayStore = openReplayStore(cfg);
   const once: OnceStore = replayStore ?? new LocalOnce();
-  if (Object.keys(cfg.saml).some((k) => k !== "certificate_path" && k !== "private_key_path")) {
+  if (samlEntries(cfg).length > 0) {
     // Generated here once: workers generating them together would race for the files.
     const { prepareSpKeys } = await import("../sso/certs.ts");
     for (const f of await prepareSpKeys(cfg)) {

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Config } from "../config/load.ts";
+import { type Config, samlEntries } from "../config/load.ts";
 import { findFunctions } from "../db/schema.ts";
 import type { AppState } from "../state/runtime.ts";
 
@@ -26,17 +26,14 @@ function collect(state: AppState, cfg: Config): Set<number> {
     if (r.fullControl || r.middleware) out.add(r.fn.oid);
   }
   // SSO callbacks: each entry's own callback_function, else http.functions.sso_callback.
-  const entries: unknown[] = [
+  const entries: { callback_function?: string }[] = [
     ...Object.values(cfg.openid),
-    ...Object.entries(cfg.saml).filter(([k]) =>
-      k !== "certificate_path" && k !== "private_key_path"
-    )
-      .map(([, e]) => e),
+    ...samlEntries(cfg).map(([, e]) => e),
   ];
   const names = new Set<string>();
   if (cfg.http.functions.sso_callback) names.add(cfg.http.functions.sso_callback);
   for (const e of entries) {
-    const own = (e as { callback_function?: string } | null)?.callback_function;
+    const own = e.callback_function;
     if (own) names.add(own);
   }
   for (const name of names) {

@@ -5,7 +5,7 @@
  * provider is not reachable answers 503 SSO_NOT_READY and retries on the next login. Every
  * reload resolves them again (IdP metadata, OIDC discovery and keys).
  */
-import type { Config } from "../config/load.ts";
+import { type Config, samlEntries } from "../config/load.ts";
 import type { Database } from "../db/pool.ts";
 import type { RequestRole } from "../auth/roles.ts";
 import type { Sessions } from "../auth/session.ts";
@@ -68,9 +68,7 @@ export function createSso(deps: SsoDeps): Sso {
   };
   const oidc = new Map<string, OidcEntry>();
   const saml = new Map<string, SamlEntry>();
-  const samlEntries = Object.entries(cfg.saml).filter(([name]) =>
-    name !== "certificate_path" && name !== "private_key_path"
-  );
+  const samls = samlEntries(cfg);
   // The protocol libraries are loaded only when an entry uses them (they cost ~0.8 s to load).
   const loaded = (async () => {
     if (Object.keys(cfg.openid).length) {
@@ -79,11 +77,9 @@ export function createSso(deps: SsoDeps): Sso {
         oidc.set(name, new OidcEntry(name, e, cfg, states, cb));
       }
     }
-    if (samlEntries.length) {
+    if (samls.length) {
       const { SamlEntry } = await import("./saml.ts");
-      for (const [name, e] of samlEntries) {
-        saml.set(name, new SamlEntry(name, e as Exclude<typeof e, string>, cfg, states, cb));
-      }
+      for (const [name, e] of samls) saml.set(name, new SamlEntry(name, e, cfg, states, cb));
     }
   })();
 

@@ -8,7 +8,7 @@
  * "Replay protection").
  */
 import { Client } from "../pg/client.ts";
-import { type Config, connectionString, storeTable } from "../config/load.ts";
+import { type Config, connectionString, samlEntries, storeTable } from "../config/load.ts";
 import { log } from "../observe/log.ts";
 import { type OnceStore, storeFull } from "../util/once.ts";
 import { reason } from "./common.ts";
@@ -106,8 +106,7 @@ export class PgOnce implements OnceStore {
 
 /** Whether the configuration has any SSO entry (`openid.<name>` or `saml.<name>`). */
 export function ssoConfigured(cfg: Config): boolean {
-  return Object.keys(cfg.openid).length > 0 ||
-    Object.keys(cfg.saml).some((k) => k !== "certificate_path" && k !== "private_key_path");
+  return Object.keys(cfg.openid).length > 0 || samlEntries(cfg).length > 0;
 }
 
 /**
