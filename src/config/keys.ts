@@ -358,7 +358,7 @@ const CONFIG_SCHEMA = z.object({
       30,
     ),
     body_budget: int(
-      "Bytes of large POST /svc bodies (64 KiB and over) a worker parses, plans and runs at once (a write's planning costs tens of times its body); a body beyond it waits for room (one is always admitted alone), up to pg.query.statement_timeout, then 503 HTTP_BUSY. 0: no limit.",
+      "Bytes of large request bodies (64 KiB and over: POST /svc, and routes' JSON, form and text bodies) a worker decodes and runs at once (a write's planning costs tens of times its body); a body beyond it waits for room (one is always admitted alone), up to pg.query.statement_timeout, then 503 HTTP_BUSY. 0: no limit.",
       8 * 1024 * 1024,
     ),
     read_ahead: int(

@@ -98,6 +98,7 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
     sessions: deps.sessions,
     hooks: deps.routeHooks,
     reads: deps.reads,
+    bodies,
   });
 
   /** The state and role for a request acting as its role, enforcing anonymous-access rules. */

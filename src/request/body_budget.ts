@@ -1,6 +1,7 @@
 /**
  * Admission of large request bodies (docs/http.md "Large bodies"): a POST /svc body is parsed,
- * planned and run whole, and a write's planning costs tens of times its body, so a worker handles
+ * planned and run whole, and a write's planning costs tens of times its body (a route's body and
+ * its call parameter several times it; src/http/routes/handle.ts takes the same budget), so a worker handles
  * large bodies within a budget of bytes at once. A body of at least {@link LARGE_BODY} bytes is
  * admitted when the large bodies in progress and it fit the budget, or when no other large body is
  * in progress (so a body up to `http.max_body_size` always runs, alone); else it waits, in arrival

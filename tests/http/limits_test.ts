@@ -26,6 +26,10 @@ begin perform pg_sleep(2); return null; end $$;
 create trigger sink_slowly before insert on sink for each statement execute function sink_slowly();
 grant select, insert on sink to "~anonymous";
 grant usage on sequence sink_id_seq to "~anonymous";
+create function take(body text) returns int language plpgsql as $$
+begin perform pg_sleep(2); return length(body); end $$;
+comment on function take(text) is 'route:: path: /take, method: POST';
+grant execute on function take(text) to "~anonymous";
 `;
 
 const json = { "content-type": "application/json" };
@@ -348,6 +352,57 @@ Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTT
     const t0 = performance.now();
     const done = await Promise.all([write(1), write(2), write(3)]);
     assert.deepEqual(done.map((d) => d.status), [200, 200, 200]);
+    assert.ok(Math.max(...done.map((d) => d.at)) - t0 < 3800);
+  });
+});
+
+Deno.test("route bodies share http.body_budget with /svc: one large body at a time here", async () => {
+  // Each call takes 2 s; bodies of 100 kB (a route's and a write's); room for one; waits end at 3 s.
+  const send = (path: string, body: unknown) =>
+    fetch(`${s_.url}${path}`, { method: "POST", headers: json, body: JSON.stringify(body) })
+      .then(async (r) => ({
+        status: r.status,
+        code: r.headers.get("x-svc-errorcode"),
+        at: performance.now(),
+        text: await r.text(),
+      }));
+  const take = (i: number) => send("/take", { body: String(i).repeat(100_000) });
+  let s_!: TestServer;
+  await withServer(
+    ["--http.body_budget=150000", "--pg.query.statement_timeout=3000"],
+    async (s) => {
+      s_ = s;
+      await psql("truncate sink", "limits");
+      const t0 = performance.now();
+      const answers = Promise.all([
+        take(1),
+        take(2),
+        send("/svc", {
+          query: { relation: "sink", select: ["id", "body"] },
+          data: [{ body: "3".repeat(100_000) }],
+        }),
+      ]);
+      // A small route call meanwhile is not held back by the large bodies.
+      await new Promise((r) => setTimeout(r, 300));
+      const small = await send("/take", { body: "small" });
+      assert.equal(small.status, 200, small.text);
+      assert.equal(small.text, "5");
+      assert.ok(small.at - t0 < 2900, "the small call ran beside the large body");
+      const done = (await answers).sort((a, b) => a.status - b.status || a.at - b.at);
+      const seen = JSON.stringify(done.map((d) => [d.status, d.code, Math.round(d.at - t0)]));
+      assert.deepEqual(done.map((d) => d.status), [200, 200, 503], seen);
+      assert.equal(done[2].code, "HTTP_BUSY");
+      // One after the other: the second ended a call (2 s) after the first.
+      assert.ok(done[1].at - done[0].at >= 1800, seen);
+    },
+  );
+  // Without the budget they run at once.
+  await withServer(["--http.body_budget=0", "--pg.query.statement_timeout=3000"], async (s) => {
+    s_ = s;
+    const t0 = performance.now();
+    const done = await Promise.all([take(1), take(2), take(3)]);
+    assert.deepEqual(done.map((d) => d.status), [200, 200, 200]);
+    assert.equal(done[0].text, "100000");
     assert.ok(Math.max(...done.map((d) => d.at)) - t0 < 3800);
   });
 });

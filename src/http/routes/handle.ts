@@ -14,7 +14,14 @@ import { SvcError } from "../../svc_error.ts";
 import { errorResponse } from "../error_response.ts";
 import type { Route, RouteTable } from "../../state/route_table.ts";
 import { matchRoute, middlewareFor } from "./match.ts";
-import { buildRequest, decodeBody, type RouteHooks, type RouteRequest } from "./request.ts";
+import {
+  buildRequest,
+  decodeReadBody,
+  readBody,
+  type RouteHooks,
+  type RouteRequest,
+} from "./request.ts";
+import type { BodyBudget } from "../../request/body_budget.ts";
 import {
   type ChainPlan,
   type ChainResult,
@@ -34,6 +41,11 @@ export interface RouteDeps {
   hooks?: RouteHooks;
   /** Read replicas: routes of STABLE/IMMUTABLE functions run there (src/db/replicas.ts). */
   reads?: ReadTargets;
+  /**
+   * The worker's budget of large bodies, shared with POST /svc: a route's large body is decoded
+   * and its call run once it admits it (src/request/body_budget.ts).
+   */
+  bodies?: BodyBudget;
 }
 
 /** The live state a request reads (a subset of AppState). */
@@ -170,44 +182,56 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
       // The precheck: before a byte of the body is read.
       checkAccess(state, call, route);
       const req = buildRequest(call.request, url, m.params, call.who.claims, cfg.jwt.cookie_name);
-      req.body = await decodeBody(
+      const body = await readBody(
         call.request,
         route,
         cfg.http.max_body_size,
         hooks,
-        cfg.http.max_json_depth,
         cfg.http.body_timeout * 1000,
       );
-      let statement: Statement;
-      if (route.fullControl) {
-        statement = envelopeStatement(route.fn, req, false, mayAuth(allowedAuth, route.id));
-      } else {
-        if (req.body !== null && (typeof req.body !== "object" || Array.isArray(req.body))) {
-          throw new SvcError(
-            "QUERY_INVALID",
-            "the body of this route must be a JSON object of named arguments",
-          );
+      const run = async (): Promise<Applied | null> => {
+        req.body = decodeReadBody(body, cfg.http.max_json_depth);
+        let statement: Statement;
+        if (route.fullControl) {
+          statement = envelopeStatement(route.fn, req, false, mayAuth(allowedAuth, route.id));
+        } else {
+          if (req.body !== null && (typeof req.body !== "object" || Array.isArray(req.body))) {
+            throw new SvcError(
+              "QUERY_INVALID",
+              "the body of this route must be a JSON object of named arguments",
+            );
+          }
+          statement = simpleStatement(route.fn, {
+            params: m.params,
+            query: req.query,
+            body: req.body as Record<string, unknown> | null,
+          });
         }
-        statement = simpleStatement(route.fn, {
-          params: m.params,
-          query: req.query,
-          body: req.body as Record<string, unknown> | null,
-        });
-      }
-      const chain = middlewareFor(state.routes, url.pathname);
-      const plan: ChainPlan = {
-        middleware: middlewarePlan(chain, req),
-        route: { route, statement },
+        const chain = middlewareFor(state.routes, url.pathname);
+        const plan: ChainPlan = {
+          middleware: middlewarePlan(chain, req),
+          route: { route, statement },
+        };
+        try {
+          const result = await runChain(target(call, plan), call.who, plan);
+          return await respond(result, route, call.request);
+        } catch (e) {
+          // A failed request keeps none of its streamed uploads (the files svc wrote for this
+          // body: src/http/uploads.ts).
+          await removeUploads(req.body);
+          throw e;
+        }
       };
-      try {
-        const result = await runChain(target(call, plan), call.who, plan);
-        return await respond(result, route, call.request);
-      } catch (e) {
-        // A failed request keeps none of its streamed uploads (the files svc wrote for this
-        // body: src/http/uploads.ts).
-        await removeUploads(req.body);
-        throw e;
-      }
+      // A large body is decoded and called within the worker's budget, as POST /svc's are (a
+      // body's decoded value and the call's parameter cost several times its bytes).
+      if (!deps.bodies || !("bytes" in body)) return await run();
+      const timeout = cfg.pg.query.statement_timeout;
+      return await deps.bodies.run(
+        body.bytes.length,
+        timeout > 0 ? timeout : Infinity,
+        call.request.signal,
+        run,
+      );
     },
 
     async ahead(state, call) {

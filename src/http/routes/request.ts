@@ -64,19 +64,26 @@ export function isJsonType(type: string): boolean {
 }
 
 /**
- * Decodes a request body by its content type: JSON, urlencoded form (repeated keys → arrays),
- * `text/*` (a string), multipart (through `hooks.decodeMultipart`, else 415); no body → null.
- * Another content type with a body, a charset other than UTF-8 or a `Content-Encoding` → 415
- * HTTP_UNSUPPORTED_MEDIA_TYPE.
+ * A route request's body as read: bytes still to decode by their media type (JSON, urlencoded
+ * form, `text/*`), or a value already decoded (multipart; no body → null). Reading and decoding are
+ * two steps so that a large body is decoded only once the worker's body budget admits it
+ * (src/request/body_budget.ts).
  */
-export async function decodeBody(
+export type ReadBody = { bytes: Uint8Array; type: string } | { value: unknown };
+
+/**
+ * Reads a request body: JSON, urlencoded form (repeated keys → arrays), `text/*` (a string) as
+ * bytes still to decode ({@link decodeReadBody}), multipart decoded through
+ * `hooks.decodeMultipart` (else 415); no body → null. Another content type with a body, a charset
+ * other than UTF-8 or a `Content-Encoding` → 415 HTTP_UNSUPPORTED_MEDIA_TYPE.
+ */
+export async function readBody(
   req: Request,
   route: Route,
   maxBytes: number,
   hooks: RouteHooks,
-  maxDepth = Infinity,
   idleMs = 0,
-): Promise<unknown> {
+): Promise<ReadBody> {
   const contentType = req.headers.get("content-type");
   const type = mediaType(contentType);
   if (type === "multipart/form-data") {
@@ -84,21 +91,31 @@ export async function decodeBody(
       throw new SvcError("HTTP_UNSUPPORTED_MEDIA_TYPE", "multipart bodies are not supported here");
     }
     requireIdentity(req);
-    return await hooks.decodeMultipart(req, route);
+    return { value: await hooks.decodeMultipart(req, route) };
   }
-  if (req.method === "GET" || req.method === "HEAD") return null;
+  if (req.method === "GET" || req.method === "HEAD") return { value: null };
   const bytes = await readBodyBytes(req, maxBytes, idleMs);
-  if (bytes.length === 0) return null;
+  if (bytes.length === 0) return { value: null };
   if (contentType !== null) requireUtf8(contentType);
-  const text = decodeUtf8(bytes);
-  if (isJsonType(type)) return parseJson(text, maxDepth);
-  if (type === "application/x-www-form-urlencoded") return collect(new URLSearchParams(text));
-  if (type.startsWith("text/")) return text;
-  throw new SvcError(
-    "HTTP_UNSUPPORTED_MEDIA_TYPE",
-    `unsupported request content type "${type || "(none)"}": send application/json, ` +
-      "application/x-www-form-urlencoded, multipart/form-data or text/*",
-  );
+  if (
+    !isJsonType(type) && type !== "application/x-www-form-urlencoded" && !type.startsWith("text/")
+  ) {
+    throw new SvcError(
+      "HTTP_UNSUPPORTED_MEDIA_TYPE",
+      `unsupported request content type "${type || "(none)"}": send application/json, ` +
+        "application/x-www-form-urlencoded, multipart/form-data or text/*",
+    );
+  }
+  return { bytes, type };
+}
+
+/** The value of a body {@link readBody} read (invalid UTF-8 or JSON → 400 QUERY_INVALID). */
+export function decodeReadBody(body: ReadBody, maxDepth = Infinity): unknown {
+  if (!("bytes" in body)) return body.value;
+  const text = decodeUtf8(body.bytes);
+  if (isJsonType(body.type)) return parseJson(text, maxDepth);
+  if (body.type === "application/x-www-form-urlencoded") return collect(new URLSearchParams(text));
+  return text;
 }
 
 /** Builds `req` (everything but the body, which the caller decodes). */
