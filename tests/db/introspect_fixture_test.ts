@@ -92,10 +92,15 @@ Deno.test("database.json shape (docs/endpoint.md)", async () => {
   });
   assert.deepEqual(person.computed_fields, [{ name: "person_label", type: "text" }]);
   const pet = pub.relations.find((r) => r.name === "pet")!;
+  // The table's foreign key, and the same key to the view showing person's key.
   assert.deepEqual(pet.foreign_keys, [{
     name: "pet_owner_id_fkey",
     columns: ["owner_id"],
     references: { schema: "public", relation: "person", columns: ["id"] },
+  }, {
+    name: "pet_owner_id_fkey",
+    columns: ["owner_id"],
+    references: { schema: "public", relation: "adult_person", columns: ["id"] },
   }]);
   const fn = pub.functions.find((f) => f.name === "search_people")!;
   assert.deepEqual(Object.keys(fn).sort(), [

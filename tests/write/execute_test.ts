@@ -731,7 +731,7 @@ Deno.test("kept rows whose children reference a non-key column are looked up", a
   );
 });
 
-Deno.test("an updatable view is written with on_conflict naming its key", async () => {
+Deno.test("an updatable view is written by its table's key (or on_conflict naming it)", async () => {
   const tree = {
     relation: "album_v",
     on_conflict: ["album_id"],
@@ -751,8 +751,16 @@ Deno.test("an updatable view is written with on_conflict naming its key", async 
     title: "renamed via view",
     artist_id: 1,
   }]);
+  // The view shows its table's key, so it is the view's key without on_conflict.
+  const byKey = { relation: "album_v", select: tree.select, write_mode: "merge" };
+  const again = await write(byKey, [{
+    album_id: row.album_id,
+    title: "renamed by its key",
+  }]);
+  assert.deepEqual(again.res.stats, [stat([], "public.album_v", 1, 0, 1)]);
+  // A select without the key cannot be written.
   await assert.rejects(
-    () => write({ relation: "album_v", select: ["album_id", "title"] }, []),
+    () => write({ relation: "album_v", select: ["title", "artist_id"] }, [{ title: "x" }]),
     (e) => e instanceof SvcError && e.code === "QUERY_NOT_WRITABLE",
   );
 });

@@ -1,0 +1,131 @@
+/**
+ * Keys and foreign keys of views, derived from the relations behind them (docs/query.md
+ * "Views"): a view each of whose rows is one row of one relation (src/db/view_origins.ts) — a
+ * table, or such a view in turn — takes that relation's primary key and unique keys when it shows
+ * all of their columns; a foreign key between two tables links every pair of such views (or a
+ * view and a table) showing its columns on both sides, both exposed. Pure: no I/O.
+ *
+ * @module
+ */
+import type { ForeignKey, Relation } from "./schema.ts";
+import type { ViewOrigin } from "./view_origins.ts";
+
+/** A foreign key between two relations as the catalogs hold it (exposed or not). */
+export interface TableForeignKey {
+  name: string;
+  from: Relation;
+  columns: string[];
+  to: Relation;
+  refColumns: string[];
+}
+
+/** A view over a relation: for each column of the relation the view shows, its view column. */
+interface Over {
+  view: Relation;
+  columns: Map<string, string>;
+}
+
+/** The relation (not a view) behind a view, and its columns the view shows. */
+interface Base {
+  table: Relation;
+  columns: Map<string, string>;
+}
+
+/** Views nested deeper than this are not followed (PostgreSQL has no limit; cycles are impossible). */
+const MAX_DEPTH = 32;
+
+/**
+ * Adds to the views of `byOid` the keys and foreign keys their relations give them (see the module
+ * comment). `attNames`: column names by relation OID and attribute number.
+ */
+export function deriveViewKeys(
+  byOid: Map<number, Relation>,
+  origins: Map<number, ViewOrigin>,
+  attNames: Map<number, Map<number, string>>,
+  tableFks: TableForeignKey[],
+  exposed: (r: Relation) => boolean,
+): void {
+  const bases = new Map<number, Base | null>();
+  const baseOf = (oid: number, depth: number): Base | null => {
+    if (bases.has(oid)) return bases.get(oid)!;
+    bases.set(oid, null);
+    const o = origins.get(oid);
+    const src = o?.source != null ? byOid.get(o.source) : undefined;
+    const names = attNames.get(oid);
+    const srcNames = o?.source != null ? attNames.get(o.source) : undefined;
+    let out: Base | null = null;
+    if (o && src && names && srcNames && depth < MAX_DEPTH) {
+      // Column of the relation read → the first view column showing it.
+      const direct = new Map<string, string>();
+      for (const [resno, origin] of o.columns) {
+        if (origin.rel !== o.source) continue;
+        const from = srcNames.get(origin.attnum);
+        const to = names.get(resno);
+        if (from !== undefined && to !== undefined && !direct.has(from)) direct.set(from, to);
+      }
+      if (src.kind !== "view") out = { table: src, columns: direct };
+      else {
+        const inner = baseOf(src.oid, depth + 1);
+        if (inner) {
+          const columns = new Map<string, string>();
+          for (const [t, s] of inner.columns) {
+            const v = direct.get(s);
+            if (v !== undefined) columns.set(t, v);
+          }
+          out = { table: inner.table, columns };
+        }
+      }
+    }
+    bases.set(oid, out);
+    return out;
+  };
+
+  const views = new Map<Relation, Over[]>();
+  for (const view of byOid.values()) {
+    if (view.kind !== "view") continue;
+    const base = baseOf(view.oid, 0);
+    if (!base) continue;
+    let list = views.get(base.table);
+    if (!list) views.set(base.table, list = []);
+    list.push({ view, columns: base.columns });
+    const shown = (cols: string[]) =>
+      cols.length > 0 && cols.every((c) => base.columns.has(c))
+        ? cols.map((c) => base.columns.get(c)!)
+        : null;
+    const pk = shown(base.table.primaryKey);
+    if (view.primaryKey.length === 0 && pk) view.primaryKey = pk;
+    for (const u of base.table.unique) {
+      const key = shown(u);
+      if (key && !view.unique.some((k) => k.join("\0") === key.join("\0"))) view.unique.push(key);
+    }
+  }
+
+  for (const fk of tableFks) {
+    const froms: (Over | { view: Relation; columns: null })[] = [
+      { view: fk.from, columns: null },
+      ...views.get(fk.from) ?? [],
+    ];
+    const tos: (Over | { view: Relation; columns: null })[] = [
+      { view: fk.to, columns: null },
+      ...views.get(fk.to) ?? [],
+    ];
+    for (const f of froms) {
+      for (const t of tos) {
+        if (f.columns === null && t.columns === null) continue; // the tables' own key
+        if (!exposed(f.view) || !exposed(t.view)) continue;
+        const columns = f.columns ? fk.columns.map((c) => f.columns.get(c)) : fk.columns;
+        const refs = t.columns ? fk.refColumns.map((c) => t.columns.get(c)) : fk.refColumns;
+        if (columns.includes(undefined) || refs.includes(undefined)) continue;
+        const derived: ForeignKey = {
+          name: fk.name,
+          schema: f.view.schema,
+          relation: f.view.name,
+          columns: columns as string[],
+          references: { schema: t.view.schema, relation: t.view.name, columns: refs as string[] },
+        };
+        f.view.foreignKeys.push(derived);
+        t.view.referencedBy.push(derived);
+      }
+    }
+  }
+}
