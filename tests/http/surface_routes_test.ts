@@ -20,6 +20,10 @@ begin
   if req->'body'->>'fail' = 'yes' then
     raise exception 'refused' using errcode = 'RS422';
   end if;
+  if req->'body'->>'refuse' = 'yes' then
+    return query select jsonb_build_object('status', 403), '{"refused": true}'::jsonb;
+    return;
+  end if;
   insert into up.received (body) values (req->'body');
   return query select null::jsonb, req->'body';
 end $$;
@@ -33,7 +37,13 @@ create function up.pick(req jsonb) returns table (resp jsonb, content jsonb)
   select case when req->'query'->>'raw' = 'yes' then jsonb_build_object('template', null) end,
          jsonb_build_object('name', 'Ann')
 $$;
-grant execute on function up.save(jsonb), up.page(jsonb), up.pick(jsonb) to "~anonymous";
+create function up.guard(req jsonb) returns table (resp jsonb, content jsonb)
+  language sql stable as $$
+  select case when req->'body'->>'guard' = 'stop' then jsonb_build_object('status', 401) end,
+         null::jsonb
+$$;
+grant execute on function up.save(jsonb), up.page(jsonb), up.pick(jsonb), up.guard(jsonb)
+  to "~anonymous";
 `;
 
 const PAGE = `<!doctype html><html><head><style nonce="<%= it.nonce %>">p{color:red}</style>
@@ -61,6 +71,8 @@ async function server(): Promise<SvcProcess> {
     "--route.up.save.path=/upload",
     "--route.up.save.method=POST",
     "--route.up.save.stream_upload=true",
+    "--route.up.guard.path=/upload",
+    "--route.up.guard.middleware=true",
     "--route.up.page.path=/page",
     "--route.up.pick.path=/pick",
     "--route.up.pick.template=page",
@@ -118,7 +130,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "stream_upload: a request the function refuses keeps none of its files",
+  name:
+    "stream_upload: a request refused (an error, an error status, a middleware) keeps none of its files",
   async fn() {
     const s = await server();
     const before = (await uploadedFiles()).length;
@@ -130,6 +143,26 @@ Deno.test({
     assert.equal(r.headers.get("x-svc-errorcode"), "RS422");
     await r.body?.cancel();
     assert.equal((await uploadedFiles()).length, before);
+    // Answered with an error status, or ended by a middleware: none kept either.
+    for (
+      const [field, value, status] of [["refuse", "yes", 403], ["guard", "stop", 401]] as const
+    ) {
+      const form = new FormData();
+      form.set(field, value);
+      form.set("a", new File([new Uint8Array(1000)], "a.bin"));
+      form.set("b", new File([new Uint8Array(2000)], "b.bin"));
+      const res = await fetch(`${s.url}/upload`, { method: "POST", body: form });
+      assert.equal(res.status, status, field);
+      await res.body?.cancel();
+      assert.equal((await uploadedFiles()).length, before, field);
+    }
+    // An accepted upload keeps its file.
+    const ok = new FormData();
+    ok.set("file", new File([new Uint8Array(10)], "kept.bin"));
+    const kept = await fetch(`${s.url}/upload`, { method: "POST", body: ok });
+    assert.equal(kept.status, 200);
+    await kept.body?.cancel();
+    assert.equal((await uploadedFiles()).length, before + 1);
   },
 });
 

@@ -212,15 +212,21 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
           middleware: middlewarePlan(chain, req),
           route: { route, statement },
         };
+        // A request that fails, that a middleware ends, or whose answer is an error keeps none of
+        // its streamed uploads (the files svc wrote for this body: src/http/uploads.ts): no one
+        // else learns their paths.
+        let applied: Applied | null;
         try {
           const result = await runChain(target(call, plan), call.who, plan);
-          return await respond(result, route, call.request);
+          applied = await respond(result, route, call.request);
+          if (result.kind === "middleware" || (applied?.response.status ?? 500) >= 400) {
+            await removeUploads(req.body);
+          }
         } catch (e) {
-          // A failed request keeps none of its streamed uploads (the files svc wrote for this
-          // body: src/http/uploads.ts).
           await removeUploads(req.body);
           throw e;
         }
+        return applied;
       };
       // A large body is decoded and called within the worker's budget, as POST /svc's are (a
       // body's decoded value and the call's parameter cost several times its bytes).
