@@ -294,6 +294,10 @@ const CONFIG_SCHEMA = z.object({
         "Per-request statement timeout in milliseconds, set inside each request's transaction (0: no limit); expiry is 504 PG_57014.",
         30000,
       ),
+      transaction_timeout: int(
+        "Milliseconds a request may run its statements in all (a batch, a write, a route's chain; time waiting for a slow client to take a streamed answer not counted); past it the request is cancelled, 504 PG_57014, and its connection closed pg.lease_grace later if still busy (0: no limit).",
+        60000,
+      ),
       max_joins: int(
         "Most joins one query tree may hold, at every depth (400 QUERY_INVALID beyond).",
         50,

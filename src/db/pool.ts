@@ -45,6 +45,11 @@ export interface PoolOptions {
   /** Milliseconds a request's statements may run (`pg.query.statement_timeout`, 0: no limit). */
   statementTimeout?: number;
   /**
+   * Milliseconds a request may run its statements in all, time waiting for its client not counted
+   * (`pg.query.transaction_timeout`, 0: no limit).
+   */
+  transactionTimeout?: number;
+  /**
    * Seconds past the statement timeout a lease may go without progress before its connection is
    * closed and replaced (`pg.lease_grace`, default {@link DEFAULT_LEASE_GRACE}).
    */
@@ -122,6 +127,15 @@ export class Lease {
   clientSince = 0;
   /** What the lease's answer does to let go of the connection ({@link waitClient}). */
   onStall: (() => void) | null = null;
+  /**
+   * Milliseconds the lease has run the request's statements (its time not waiting for its client),
+   * as of {@link sweptAt}: the whole request's budget is `pg.query.statement_timeout`.
+   */
+  busyMs = 0;
+  /** `Date.now()` of the lease or of the pool's last sweep of it. */
+  sweptAt = this.activeAt;
+  /** Set when the request ran past its budget and was cancelled. */
+  overBudget = false;
 
   constructor(
     readonly slot: Slot,
@@ -259,6 +273,10 @@ export class Database {
   readonly #maxLifetimeMs: number;
   /** Milliseconds a lease may go without progress; 0: no deadline. */
   readonly #leaseDeadlineMs: number;
+  /** Milliseconds a lease may run statements in all (`transactionTimeout`); 0: no limit. */
+  readonly #budgetMs: number;
+  /** Milliseconds past {@link #budgetMs} before the lease's connection is closed. */
+  readonly #graceMs: number;
   /** `pg.stall_timeout` in milliseconds. */
   readonly #stallMs: number;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -287,9 +305,9 @@ export class Database {
     this.statementTimeoutText = String(this.statementTimeout);
     this.maxParams = Math.min(o.maxParams ?? WIRE_MAX_PARAMS, WIRE_MAX_PARAMS);
     this.maxStatementSize = o.maxStatementSize ?? DEFAULT_MAX_STATEMENT_SIZE;
-    this.#leaseDeadlineMs = this.statementTimeout > 0
-      ? this.statementTimeout + (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000
-      : 0;
+    this.#graceMs = (o.leaseGrace ?? DEFAULT_LEASE_GRACE) * 1000;
+    this.#leaseDeadlineMs = this.statementTimeout > 0 ? this.statementTimeout + this.#graceMs : 0;
+    this.#budgetMs = o.transactionTimeout ?? 0;
     this.#stallMs = (o.stallTimeout ?? DEFAULT_STALL_TIMEOUT) * 1000;
     this.#slots = Array.from({ length: Math.max(1, o.size) }, () => ({
       conn: null,
@@ -330,22 +348,45 @@ export class Database {
 
   /** Starts the lease deadline's sweep (it stops itself once no slot is leased). */
   #watch(): void {
-    if (this.#watchdog !== undefined || this.#leaseDeadlineMs === 0 || this.#closing) return;
-    const every = Math.min(1000, Math.max(50, this.#leaseDeadlineMs / 10));
+    if (this.#watchdog !== undefined || this.#closing) return;
+    if (this.#leaseDeadlineMs === 0 && this.#budgetMs === 0) return;
+    const every = Math.min(1000, Math.max(50, (this.#leaseDeadlineMs || this.#budgetMs) / 10));
     this.#watchdog = setInterval(() => this.#sweep(), every);
     Deno.unrefTimer(this.#watchdog);
   }
 
-  /** Closes the connections of leases past the deadline. */
+  /**
+   * Closes the connections of leases past the deadline, and bounds a request's statements
+   * together: one whose statements have run longer than the transaction timeout in all (a batch of
+   * statements each just under the statement timeout, a write of many) is cancelled (504
+   * `PG_57014`), and its connection closed past the lease grace beyond that.
+   */
   #sweep(): void {
     const now = Date.now();
     let leased = 0;
     for (const slot of this.#slots) {
       const holder = slot.holder;
       if (!holder) continue;
-      if (now - holder.activeAt <= this.#leaseDeadlineMs) leased++;
+      if (holder.clientSince === 0) holder.busyMs += now - holder.sweptAt;
+      holder.sweptAt = now;
+      if (this.#budgetMs > 0 && holder.busyMs > this.#budgetMs) {
+        if (holder.busyMs > this.#budgetMs + this.#graceMs) {
+          this.#kill(slot, holder, now, "running statements");
+          continue;
+        }
+        if (!holder.overBudget) {
+          holder.overBudget = true;
+          log.warn(
+            "request {request_id} ran statements for {ms} ms in all, past " +
+              "pg.query.transaction_timeout ({timeout} ms): cancelling it",
+            { request_id: holder.requestId, ms: holder.busyMs, timeout: this.#budgetMs },
+          );
+          holder.cancel();
+        }
+      }
+      if (this.#leaseDeadlineMs === 0 || now - holder.activeAt <= this.#leaseDeadlineMs) leased++;
       else if (holder.stall()) leased++; // waits for its client: it lets go of the connection
-      else this.#kill(slot, holder, now);
+      else this.#kill(slot, holder, now, "without progress");
     }
     if (leased === 0) {
       clearInterval(this.#watchdog);
@@ -357,16 +398,17 @@ export class Database {
    * Ends a lease past the deadline: destroys its connection (the request's pending statements
    * fail at once) and hands the slot to the next request, which connects anew.
    */
-  #kill(slot: Slot, holder: Lease, now: number): void {
+  #kill(slot: Slot, holder: Lease, now: number, why: string): void {
     holder.killed = true;
     slot.holder = null;
     metrics.leasesKilled.inc();
     log.error(
-      "pooled connection leased for {ms} ms without progress (pg.query.statement_timeout " +
-        "{timeout} ms + pg.lease_grace): closing it and opening a fresh one",
+      "pooled connection leased for {ms} ms {why} (past its timeout, {timeout} ms, + " +
+        "pg.lease_grace): closing it and opening a fresh one",
       {
-        ms: Math.round(now - holder.activeAt),
-        timeout: this.statementTimeout,
+        why,
+        ms: Math.round(why === "without progress" ? now - holder.activeAt : holder.busyMs),
+        timeout: why === "without progress" ? this.statementTimeout : this.#budgetMs,
         request_id: holder.requestId,
       },
     );

@@ -369,7 +369,12 @@ export interface ReadTargetSettings {
   stall_timeout?: number;
   prepared_statements: boolean;
   max_lifetime: number;
-  query: { statement_timeout: number; max_params: number; max_statement_size: number };
+  query: {
+    statement_timeout: number;
+    transaction_timeout?: number;
+    max_params: number;
+    max_statement_size: number;
+  };
 }
 
 /**
@@ -390,6 +395,7 @@ export function openReadTargets(
     poolTimeout: cfg.pg.pool_timeout,
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
+    transactionTimeout: cfg.pg.query.transaction_timeout,
     leaseGrace: cfg.pg.lease_grace,
     stallTimeout: cfg.pg.stall_timeout,
     maxParams: cfg.pg.query.max_params,

@@ -78,6 +78,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
     poolTimeout: cfg.pg.pool_timeout,
     connectTimeout: cfg.pg.connect_timeout,
     statementTimeout: cfg.pg.query.statement_timeout,
+    transactionTimeout: cfg.pg.query.transaction_timeout,
     leaseGrace: cfg.pg.lease_grace,
     stallTimeout: cfg.pg.stall_timeout,
     maxLifetime: cfg.pg.max_lifetime,

@@ -356,6 +356,28 @@ Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTT
   });
 });
 
+Deno.test("pg.query.transaction_timeout bounds a request's statements together: a batch of slow items is 504", async () => {
+  await withServer([
+    "--pg.query.statement_timeout=1500",
+    "--pg.query.transaction_timeout=2000",
+    "--pg.pool_size=1",
+  ], async (s) => {
+    // Five items of 0.9 s each: none times out alone; together they run past 2 s.
+    const batch = Array.from({ length: 5 }, () => ({ function: "slow", arguments: [0.9] }));
+    const t0 = performance.now();
+    const r = await s.post("/svc", batch);
+    const ms = performance.now() - t0;
+    const text = await r.text();
+    assert.equal(r.status, 504, text);
+    assert.equal(r.headers.get("x-svc-errorcode"), "PG_57014");
+    assert.ok(ms < 4000, `answered after ${ms.toFixed(0)} ms`);
+    // The one pooled connection is free again at once, for a batch within the budget too.
+    const ok = await s.post("/svc", batch.slice(0, 2));
+    assert.equal(ok.status, 200, await ok.text());
+    await waitFor(async () => (await activeSleeps()) === 0, { timeout: 3000 });
+  });
+});
+
 Deno.test("route bodies share http.body_budget with /svc: one large body at a time here", async () => {
   // Each call takes 2 s; bodies of 100 kB (a route's and a write's); room for one; waits end at 3 s.
   const send = (path: string, body: unknown) =>
