@@ -50,6 +50,8 @@ export interface Call {
   kind: PathKind;
   /** The session renewal to send; null once an answer carries its own session cookie. */
   setCookie: string | null;
+  /** Set when the answer itself set or cleared the session cookie (a route's or middleware's `jwt`). */
+  sessionAnswer: boolean;
 }
 
 /** What a worker asks its supervisor for (src/process/). */
@@ -232,7 +234,10 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
     if (route) call.kind = "route";
     const done = route ?? await routes.ahead(state, request);
     if (done) {
-      if (done.session) call.setCookie = null;
+      if (done.session) {
+        call.setCookie = null;
+        call.sessionAnswer = true;
+      }
       return done.response;
     }
     return await fixedOrStatic(call);

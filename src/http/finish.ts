@@ -29,6 +29,8 @@ export interface Finished {
   method: string;
   path: string;
   setCookie: string | null;
+  /** Set when the answer itself set or cleared the session cookie (a route's `jwt`). */
+  sessionAnswer?: boolean;
   role: string | undefined;
   /** False when the request ran as a session's role (its answer depends on the session). */
   anonymous?: boolean;
@@ -40,7 +42,7 @@ export interface Finished {
  * answer for a session is the browser's alone (`private`, unless the answer says otherwise).
  */
 function sessionCaching(t: Finished, has: boolean): string | null {
-  if (t.setCookie) return "private, no-store";
+  if (t.setCookie || t.sessionAnswer) return "private, no-store";
   return t.anonymous === false && !has ? "private" : null;
 }
 

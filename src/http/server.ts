@@ -71,6 +71,7 @@ export function createApp(deps: AppDeps): App {
       path,
       kind: pathKind(method, path),
       setCookie: null,
+      sessionAnswer: false,
       who: undefined,
       anonymous: true,
       t0,

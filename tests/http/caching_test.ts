@@ -11,7 +11,21 @@ import { cookie, now, startServer, token } from "../helpers/server.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "svc-caching-" });
 await Deno.writeTextFile(`${dir}/page.txt`, "static");
-const srv = await startServer(await chinookDb("caching"), [`--http.static.path=${dir}`]);
+// Routes that mint and clear a session, each answer saying it may be cached publicly.
+const ROUTES = `
+create function cache_login(req jsonb) returns table (resp jsonb, content jsonb) language sql as $$
+  select jsonb_build_object('jwt', jsonb_build_object('role', 'app_user'),
+    'headers', jsonb_build_object('cache-control', 'public, max-age=600')), '{"ok": true}'::jsonb
+$$;
+comment on function cache_login(jsonb) is 'route:: path: /cache_login, method: POST';
+create function cache_logout(req jsonb) returns table (resp jsonb, content jsonb) language sql as $$
+  select jsonb_build_object('jwt', null,
+    'headers', jsonb_build_object('cache-control', 'public, max-age=600')), '{"ok": true}'::jsonb
+$$;
+comment on function cache_logout(jsonb) is 'route:: path: /cache_logout, method: POST';
+grant execute on function cache_login(jsonb), cache_logout(jsonb) to "~anonymous", app_user;
+`;
+const srv = await startServer(await chinookDb("caching", ROUTES), [`--http.static.path=${dir}`]);
 const read = { relation: "genre", limit: 1 };
 
 async function session(ageSeconds: number): Promise<HeadersInit> {
@@ -54,6 +68,21 @@ Deno.test("an answer renewing or clearing the session cookie is private, no-stor
   await cleared.body?.cancel();
   assert.match(cleared.headers.get("set-cookie") ?? "", /Max-Age=0/);
   assert.equal(cleared.headers.get("cache-control"), "private, no-store");
+});
+
+Deno.test("a route minting or clearing the session answers private, no-store, over its own header", async () => {
+  const login = await srv.post("/cache_login", {});
+  await login.body?.cancel();
+  assert.equal(login.status, 200);
+  assert.match(login.headers.get("set-cookie") ?? "", /^accesstoken=/);
+  assert.equal(login.headers.get("cache-control"), "private, no-store");
+  for (const who of [await session(10), undefined]) {
+    const logout = await srv.post("/cache_logout", {}, who);
+    await logout.body?.cancel();
+    assert.equal(logout.status, 200);
+    assert.match(logout.headers.get("set-cookie") ?? "", /Max-Age=0/);
+    assert.equal(logout.headers.get("cache-control"), "private, no-store");
+  }
 });
 
 Deno.test("stop", async () => {
