@@ -27,7 +27,8 @@ import {
   upsertStatement,
   valuesSetting,
 } from "./statements.ts";
-import type { DeleteStep, PlanNode, RowsStep, Stat, WritePlan } from "./plan_types.ts";
+import type { DeleteStep, PlanNode, PlanRow, RowsStep, Stat, WritePlan } from "./plan_types.ts";
+import { knownValue } from "./plan.ts";
 import type { JsonValue } from "./values.ts";
 import { WRITE_CHECK_MARKER } from "../util/markers.ts";
 
@@ -170,14 +171,14 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
     for (const row of n.rows) for (const f of row.fills) consumed.add(f.node);
   }
   const root = plan.root;
-  const staticKey = (values: Map<string, JsonValue>) =>
-    root.keyColumns.every((c) => values.get(c) != null);
+  const staticKey = (row: PlanRow) =>
+    root.keyColumns.every((c) => knownValue(root, row, c) != null);
   const readBack = opts.readBack !== false && root.returning.length > 0;
   const answer = readBack && opts.answer && answersFromReturning(plan)
     ? returningRead(root.query, 2)
     : null;
   const rootRuntime = !answer && readBack && root.written &&
-    root.rows.some((r) => !staticKey(r.values));
+    root.rows.some((r) => !staticKey(r));
   if (rootRuntime) consumed.add(root.id);
 
   const statements: WriteStatement[] = [];
@@ -282,7 +283,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
     rows: root.rows.map((row) => root.keyColumns.map((c) => literal(row.values.get(c)))),
   };
   if (rootRuntime) {
-    const where = root.rows.map((row, r) => staticKey(row.values) ? null : storedOf(root.id, r));
+    const where = root.rows.map((row, r) => staticKey(row) ? null : storedOf(root.id, r));
     const first = where[0];
     if (first && where.every((w, r) => w && w.statement === first.statement && w.pos === r)) {
       rootKeys = {
@@ -293,7 +294,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       };
     } else {
       const entries = root.rows.map((row, r) => {
-        if (staticKey(row.values)) return [root.keyColumns.map((c) => row.values.get(c)!)];
+        if (staticKey(row)) return [root.keyColumns.map((c) => row.values.get(c)!)];
         const w = where[r];
         if (!w) throw new SvcError("INTERNAL", `write: no value for the key of root row ${r}`);
         return [w.statement, w.pos];

@@ -358,7 +358,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     for (const row of rows) {
       const prow = parent.rows[row.parentRow];
       for (const [childCol, parentCol] of plan.join.on) {
-        fill(row, childCol, parent, row.parentRow, prow.values.get(parentCol), parentCol);
+        fill(row, childCol, parent, row.parentRow, knownValue(parent, prow, parentCol), parentCol);
       }
     }
   }
@@ -410,7 +410,7 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       }
       const crow = childPlan.rows[k];
       for (const [childCol, parentCol] of ji.join.on) {
-        const known = crow.values.get(childCol);
+        const known = knownValue(childPlan, crow, childCol);
         if (childPlan.mode === "readonly" && (known === undefined || known === null)) {
           throw invalid(
             crow.pointer,
@@ -449,6 +449,18 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     }
     processNode(ctx, childPlan, childQ, childInputs);
   }
+}
+
+/**
+ * `row`'s value of `col` as known before the write runs: its payload's (or filled) value, except a
+ * key column of a row upserted on other columns, whose matched row keeps its own key
+ * (statements.ts `upsertStatement`): that one only the database knows.
+ */
+export function knownValue(node: PlanNode, row: PlanRow, col: string): JsonValue | undefined {
+  if (
+    row.action === "upsert" && node.keyColumns.includes(col) && !node.conflictColumns.includes(col)
+  ) return undefined;
+  return row.values.get(col);
 }
 
 /** The fills of a row that has none (shared: a row's own array is made at its first fill). */

@@ -300,10 +300,16 @@ function conflictInsert(spec: RowsSpec, action: string, inserted: string | null)
   }`;
 }
 
-/** `INSERT … ON CONFLICT (conflict columns) DO UPDATE`, telling inserted from updated rows. */
+/**
+ * `INSERT … ON CONFLICT (conflict columns) DO UPDATE`, telling inserted from updated rows. A key
+ * column is never set on the matched row (docs/query.md: a key value is never changed by an
+ * update): a row matched by another unique key keeps its own key, which its children refer to.
+ */
 export function upsertStatement(spec: RowsSpec): string {
   const t = spec.target;
-  let set = spec.columns.filter((c) => !t.conflictColumns.includes(c.name)).map((c) => c.name);
+  let set = spec.columns
+    .filter((c) => !t.conflictColumns.includes(c.name) && !t.keyColumns.includes(c.name))
+    .map((c) => c.name);
   // With nothing else to set, set a conflict column to itself so that RETURNING yields the row.
   if (set.length === 0) set = [t.conflictColumns[0]];
   const action = `DO UPDATE SET ${set.map((c) => `${ident(c)} = EXCLUDED.${ident(c)}`).join(", ")}`;

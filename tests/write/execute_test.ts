@@ -34,6 +34,8 @@ create table code_child (
   label text
 );
 create view album_v as select album_id, title, artist_id from album;
+create table uq (id int primary key, code text not null unique, val text);
+create table uq_child (id serial primary key, uq_id int not null references uq, note text);
 create sequence odd_seq;
 create table odd_parent (
   k text not null default ('a{b},"c"\\d ' || nextval('odd_seq')),
@@ -388,6 +390,46 @@ Deno.test("upsert on a natural unique key via on_conflict", async () => {
     () => write(tree, [{ code: "x", label: "1" }, { code: "x", label: "2" }]),
     (e) => e instanceof SvcError && e.code === "QUERY_INVALID",
   );
+});
+
+Deno.test("an upsert on another unique key never changes the matched row's primary key", async () => {
+  await one(`insert into uq values (700, 'K1', 'a')`);
+  await one(`insert into uq_child (uq_id, note) values (700, 'kept')`);
+  const tree = {
+    relation: "uq",
+    write_mode: "upsert",
+    on_conflict: ["code"],
+    select: ["id", "code", "val"],
+  };
+  const { res, result } = await write(tree, [{ id: 701, code: "K1", val: "b" }]);
+  assert.deepEqual(res.stats, [stat([], "public.uq", 1, 0, 1)]);
+  // The matched row keeps its key (its children still refer to it); the answer is the row.
+  assert.deepEqual(result, [{ id: 700, code: "K1", val: "b" }]);
+  assert.deepEqual(await one(`select id, val from uq where code = 'K1'`), [{ id: 700, val: "b" }]);
+  assert.deepEqual(await one(`select uq_id from uq_child`), [{ uq_id: 700 }]);
+  // A new row takes the key it is given.
+  const fresh = await write(tree, [{ id: 702, code: "K2", val: "c" }]);
+  assert.deepEqual(fresh.result, [{ id: 702, code: "K2", val: "c" }]);
+  // Children of a matched row refer to its key, not the payload's.
+  const nested = await write({
+    ...tree,
+    select: [...tree.select, "children"],
+    join: {
+      children: {
+        relation: "uq_child",
+        on: { uq_id: "id" },
+        select: ["id", "note"],
+        order_by: ["id"],
+        write_mode: "insert",
+      },
+    },
+  }, [{ id: 703, code: "K1", val: "d", children: [{ note: "new" }] }]);
+  assert.deepEqual(nested.result, [{
+    id: 700,
+    code: "K1",
+    val: "d",
+    children: [{ id: 1, note: "kept" }, { id: 2, note: "new" }],
+  }]);
 });
 
 Deno.test("readonly outgoing join links track → genre by key without writing genre", async () => {
