@@ -469,12 +469,10 @@ const CONFIG_SCHEMA = z.object({
   ),
   saml: z.object({
     certificate_path: text(
-      "Colon-separated search list of the SP certificate (generated if missing).",
-      "/secrets/saml.crt",
+      "Colon-separated search list of the SP certificate (generated if missing; default: <secrets.dir>/saml.crt).",
     ),
     private_key_path: text(
-      "Colon-separated search list of the SP private key.",
-      "/secrets/saml.key",
+      "Colon-separated search list of the SP private key (default: <secrets.dir>/saml.key).",
     ),
   }).catchall(named(
     "name",

@@ -210,7 +210,7 @@ function build(flat: Flat): Config {
     };
     walk(entries, depth, []);
   }
-  const saml = out.saml as Record<string, unknown>;
+  const saml = (out.saml ??= {}) as Record<string, unknown>;
   for (const [name, v] of Object.entries(saml)) {
     if (name === "certificate_path" || name === "private_key_path") continue;
     const entry = v as Record<string, unknown>;
@@ -373,6 +373,21 @@ export function samlEntries(cfg: Config): [string, SamlConfig][] {
   return Object.entries(cfg.saml).filter(([name]) =>
     name !== "certificate_path" && name !== "private_key_path"
   ) as [string, SamlConfig][];
+}
+
+/**
+ * The SP certificate and private key search lists of a SAML entry: its own, else the section's,
+ * else `<secrets.dir>/saml.crt` and `<secrets.dir>/saml.key`.
+ */
+export function samlKeyPaths(
+  cfg: Config,
+  entry: { certificate_path?: string; private_key_path?: string },
+): { certificate: string; privateKey: string } {
+  const dir = cfg.secrets.dir.replace(/\/+$/, "") || "/";
+  return {
+    certificate: entry.certificate_path ?? cfg.saml.certificate_path ?? `${dir}/saml.crt`,
+    privateKey: entry.private_key_path ?? cfg.saml.private_key_path ?? `${dir}/saml.key`,
+  };
 }
 
 /** The connection string to use: pg.uri, or one built from the granular fields. */

@@ -11,7 +11,7 @@
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
 import { dirname } from "node:path";
-import type { Config } from "../config/load.ts";
+import { type Config, samlKeyPaths } from "../config/load.ts";
 
 /** A PEM certificate and its PEM private key. */
 export interface SpKeyPair {
@@ -128,12 +128,8 @@ export async function prepareSpKeys(cfg: Config): Promise<{ pair: string; error:
     if (name === "certificate_path" || name === "private_key_path" || typeof e !== "object") {
       continue;
     }
-    pairs.add(
-      JSON.stringify([
-        e.certificate_path ?? cfg.saml.certificate_path ?? "",
-        e.private_key_path ?? cfg.saml.private_key_path ?? "",
-      ]),
-    );
+    const paths = samlKeyPaths(cfg, e);
+    pairs.add(JSON.stringify([paths.certificate, paths.privateKey]));
   }
   const failures: { pair: string; error: string }[] = [];
   for (const p of pairs) {

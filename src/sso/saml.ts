@@ -11,7 +11,7 @@
  */
 import * as samlify from "samlify";
 import * as xmllint from "@authenio/samlify-xmllint-wasm";
-import type { Config, SamlConfig } from "../config/load.ts";
+import { type Config, type SamlConfig, samlKeyPaths } from "../config/load.ts";
 import type { RequestRole } from "../auth/roles.ts";
 import { type CallbackDeps, type CallbackOutcome, runCallback } from "./callback.ts";
 import { loadOrCreateSpKeys, type SpKeyPair } from "./certs.ts";
@@ -138,10 +138,8 @@ export class SamlEntry {
 
   async #resolveSp(): Promise<SpSide> {
     const { origin, fn } = entryBasics(this.cfg, this.entry);
-    const keys = await spKeys(
-      this.entry.certificate_path ?? this.cfg.saml.certificate_path ?? "",
-      this.entry.private_key_path ?? this.cfg.saml.private_key_path ?? "",
-    );
+    const paths = samlKeyPaths(this.cfg, this.entry);
+    const keys = await spKeys(paths.certificate, paths.privateKey);
     const base = `${origin}/auth/saml/${encodeURIComponent(this.name)}`;
     const spEntityId = `${base}/metadata`;
     const acsUrl = `${base}/acs`;
