@@ -83,6 +83,11 @@ export class SvcError extends Error {
   readonly status: number;
   details?: unknown;
   hint?: string;
+  /**
+   * Why, for the operator: logged, and in the body only in dev mode (`dev_reason`), because it
+   * names what a client must not learn in production (roles, memberships).
+   */
+  devReason?: string;
 
   /** A code of svc's own (status from {@link STATUS} unless given). */
   constructor(code: ErrorCode, message: string, opts?: SvcErrorOptions);

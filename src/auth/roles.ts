@@ -15,6 +15,7 @@
  * @module
  */
 import { SvcError } from "../svc_error.ts";
+import { log } from "../observe/log.ts";
 import type { RowSink, Statement } from "../pg/connection.ts";
 
 /** Who a request runs as. */
@@ -68,6 +69,27 @@ export function canAssume(facts: RoleFacts, role: string): boolean {
   return facts.switchableRoles === undefined || facts.switchableRoles.has(role);
 }
 
+/**
+ * 401 AUTH_ROLE_INVALID for a session's role svc cannot use, saying why to the operator (the log,
+ * and `dev_reason` in dev mode): the role does not exist, or the connecting role may not switch to
+ * it (with the grant that would let it).
+ */
+export function roleInvalid(facts: RoleFacts, role: string): SvcError {
+  const err = new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
+  const user = facts.currentUser ?? "the connecting role";
+  err.devReason = !facts.roles.has(role)
+    ? `role ${JSON.stringify(role)} does not exist`
+    : `${JSON.stringify(user)} is not a member of role ${JSON.stringify(role)}: ` +
+      `grant ${quoteRole(role)} to ${quoteRole(user)}`;
+  log.warn("a session's role cannot be used: {reason}", { reason: err.devReason });
+  return err;
+}
+
+/** A role name as SQL would write it (quoted unless a plain lower-case identifier). */
+function quoteRole(name: string): string {
+  return /^[a-z_][a-z0-9_$]*$/.test(name) ? name : `"${name.replaceAll('"', '""')}"`;
+}
+
 /** Throws AUTH_ROLE_INVALID when a session's `role` is the role svc connects as. */
 export function checkAssumable(role: string, connectingUser: string | undefined): void {
   if (connectingUser !== undefined && role === connectingUser) {
@@ -91,9 +113,7 @@ export function checkRole(
     }
     return;
   }
-  if (!canAssume(state.schema, who.role)) {
-    throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
-  }
+  if (!canAssume(state.schema, who.role)) throw roleInvalid(state.schema, who.role);
 }
 
 const SET_ROLE = "select set_config('role', $1, true), set_config('svc.jwt.claims', $2, true), " +

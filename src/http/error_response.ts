@@ -171,6 +171,7 @@ function withDb(err: SvcError, e: PgLike & Error, ctx: ErrorContext): SvcError {
 /** The JSON body of an error, with dev-mode extras for generic (5xx or database) errors. */
 export function errorBody(err: SvcError, ctx: ErrorContext): Record<string, unknown> {
   const body = err.toJSON();
+  if (ctx.dev && err.devReason !== undefined) body.dev_reason = err.devReason;
   if (ctx.dev) {
     const db = (err as unknown as Record<symbol, unknown>)[DB] as
       | Record<string, unknown>

@@ -187,6 +187,49 @@ Deno.test("a token whose role does not exist gets 401 AUTH_ROLE_INVALID", async 
   assert.ok(!JSON.stringify(body).includes("ghost"));
 });
 
+Deno.test("in dev mode AUTH_ROLE_INVALID says why: no such role, or the grant that is missing", async () => {
+  // Connected as a role that is no member of `lonely` (a superuser may become any role).
+  await psql(
+    `do $$ begin
+      if not exists (select from pg_roles where rolname = 'lonely') then create role lonely nologin; end if;
+      if not exists (select from pg_roles where rolname = 'plain_auth') then
+        create role plain_auth login noinherit; end if;
+    end $$;
+    grant "~anonymous" to plain_auth;`,
+    "sessions",
+  );
+  const plain = new URL(uri);
+  plain.username = "plain_auth";
+  plain.password = "";
+  const dev = await startServer(plain.toString(), ["--dev"]);
+  try {
+    const t = now();
+    const reasons: Record<string, RegExp> = {
+      ghost: /^role "ghost" does not exist$/,
+      lonely: /^"plain_auth" is not a member of role "lonely": grant lonely to plain_auth$/,
+    };
+    for (const [role, reason] of Object.entries(reasons)) {
+      const tok = await token({ role, iat: t, exp: t + 1800, auth_time: t });
+      const res = await dev.post("/svc", { function: "whoami" }, cookie(tok));
+      const body = await res.json();
+      assert.equal(res.status, 401, role);
+      assert.equal(body.code, "AUTH_ROLE_INVALID", role);
+      assert.match(body.dev_reason, reason);
+    }
+  } finally {
+    await dev.stop();
+  }
+  // Not in production: the role's name and memberships are the operator's, in the log.
+  const t = now();
+  const res = await srv.post(
+    "/svc",
+    { function: "whoami" },
+    cookie(await token({ role: "lonely", iat: t, exp: t + 1800, auth_time: t })),
+  );
+  assert.equal(res.status, 401);
+  assert.equal((await res.json()).dev_reason, undefined);
+});
+
 Deno.test("RS403 raised in SQL becomes 403 RS403 with message, detail and hint", async () => {
   const res = await srv.post("/svc", { function: "forbidden" });
   assert.equal(res.status, 403);

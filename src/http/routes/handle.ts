@@ -5,6 +5,7 @@
  */
 import { removeUploads } from "../uploads.ts";
 import { isCrossSite } from "./cross_site.ts";
+import { canAssume, roleInvalid } from "../../auth/roles.ts";
 import type { Config } from "../../config/load.ts";
 import type { Database } from "../../db/pool.ts";
 import type { RequestRole } from "../../auth/roles.ts";
@@ -109,8 +110,8 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
             "role to open it; docs/routes.md, Reachability)",
         );
       }
-    } else if (!state.schema.roles.has(call.who.role)) {
-      throw new SvcError("AUTH_ROLE_INVALID", "the session's role cannot be used");
+    } else if (!canAssume(state.schema, call.who.role)) {
+      throw roleInvalid(state.schema, call.who.role);
     }
   };
 
