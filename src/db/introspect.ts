@@ -113,8 +113,10 @@ const Q_TS_CONFIGS = `
 select n.nspname as schema, c.cfgname as name
 from pg_ts_config c join pg_namespace n on n.oid = c.cfgnamespace`;
 
-const Q_META =
-  `select current_user as current_user, current_setting('server_version_num')::int as version`;
+const Q_META = `select current_user as current_user,
+  current_setting('server_version_num')::int as version,
+  (select r.rolsuper from pg_roles r where r.rolname = current_user) as superuser,
+  (select r.rolbypassrls from pg_roles r where r.rolname = current_user) as bypassrls`;
 
 /** Parses aclitem texts (`grantee=privs/grantor`) into grantees holding `priv` ("" = PUBLIC). */
 export function granteesWith(acl: string[], priv: string): Set<string> {
@@ -490,6 +492,10 @@ export function buildSchema(
     schemaUsage,
     schemas: rows.schemas.map((s) => s.name as string).filter((n) => !blacklist.relation(n, "*")),
     currentUser: meta.current_user as string,
+    currentUserPowers: [
+      ...(meta.superuser === true ? ["SUPERUSER"] : []),
+      ...(meta.bypassrls === true ? ["BYPASSRLS"] : []),
+    ],
     serverVersion: Number(meta.version),
     durationMs: 0,
   };

@@ -176,6 +176,8 @@ export interface Schema {
   schemas: string[];
   /** The connecting user. */
   currentUser: string;
+  /** What the connecting user may beyond grants: `SUPERUSER`, `BYPASSRLS` (none: empty). */
+  currentUserPowers?: string[];
   /** Server version number (e.g. 150018). */
   serverVersion: number;
   /** Milliseconds introspection took. */

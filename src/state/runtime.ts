@@ -263,6 +263,15 @@ export async function reloadState(
 ): Promise<AppState> {
   if (cfg.reload.cmd) await runReloadCmd(cfg.reload.cmd, reason, cfg.reload.timeout);
   const state = await buildState(cfg);
+  const powers = state.schema.currentUserPowers ?? [];
+  if (reason === "startup" && !cfg.dev && powers.length > 0) {
+    log.warn(
+      "svc connects as {user}, which has {powers}: a session whose role svc cannot switch to " +
+        "is refused, but the connection itself is not bounded by grants or row-level security; " +
+        "connect as a NOINHERIT role without them (docs/security.md)",
+      { user: state.schema.currentUser, powers: powers.join(" and ") },
+    );
+  }
   for (const hook of hooks) await hook(state);
   return state;
 }
