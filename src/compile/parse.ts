@@ -327,7 +327,12 @@ function matchJoin(
   key: string,
 ): JoinNode {
   if (!isObject(on) || Object.keys(on).length === 0) {
-    throw invalid(pointer, "a joined relation needs 'on': {joined column: parent column}");
+    const ons = joiningOns(ctx, parent.node, child);
+    throw invalid(
+      pointer,
+      "a joined relation needs 'on': {joined column: parent column}" +
+        (ons.length > 0 ? `; the foreign keys between them join with ${ons.join(" or ")}` : ""),
+    );
   }
   const childCols = new Map(sourceColumns(child.source).map((c) => [c.name, c]));
   const pairs: [string, string][] = [];
@@ -360,28 +365,34 @@ function matchJoin(
       }
     }
   }
-  // The foreign keys that do join the two, as the `on` that would name them.
-  const ons: string[] = [];
-  if (parentRel && childRel) {
-    for (const fk of childRel.foreignKeys) {
-      if (!sameRelation(fk.references, parentRel)) continue;
-      ons.push(
-        JSON.stringify(Object.fromEntries(fk.columns.map((c, i) => [c, fk.references.columns[i]]))),
-      );
-    }
-    for (const fk of parentRel.foreignKeys) {
-      if (!sameRelation(fk.references, childRel)) continue;
-      ons.push(
-        JSON.stringify(Object.fromEntries(fk.columns.map((c, i) => [fk.references.columns[i], c]))),
-      );
-    }
-  }
+  const ons = joiningOns(ctx, parent.node, child);
   const hint = ons.length > 0
     ? `; the foreign keys between them join with 'on': ${ons.join(" or ")}`
     : "; no foreign key links these two relations";
   throw new SvcError("QUERY_BAD_JOIN", `'on' of join '${key}' matches no foreign key${hint}`, {
     details: { pointer },
   });
+}
+
+/** The foreign keys that join `child` to `parent`, as the `on` (JSON) that would name each. */
+function joiningOns(ctx: Ctx, parent: RelationNode, child: RelationNode): string[] {
+  const parentRel = sourceRelation(ctx.schema, parent.source);
+  const childRel = sourceRelation(ctx.schema, child.source);
+  const ons: string[] = [];
+  if (!parentRel || !childRel) return ons;
+  for (const fk of childRel.foreignKeys) {
+    if (!sameRelation(fk.references, parentRel)) continue;
+    ons.push(
+      JSON.stringify(Object.fromEntries(fk.columns.map((c, i) => [c, fk.references.columns[i]]))),
+    );
+  }
+  for (const fk of parentRel.foreignKeys) {
+    if (!sameRelation(fk.references, childRel)) continue;
+    ons.push(
+      JSON.stringify(Object.fromEntries(fk.columns.map((c, i) => [fk.references.columns[i], c]))),
+    );
+  }
+  return ons;
 }
 
 function sameRelation(a: { schema: string; relation: string }, b: Relation): boolean {

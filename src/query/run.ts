@@ -12,7 +12,7 @@ import { markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode, Statement } from "../compile/ast.ts";
 import { compileRead } from "../compile/sql.ts";
 import { type ComplexQuery, parseBody } from "../request/complex.ts";
-import { checkQueryString, parseGetQuery } from "../request/query_string.ts";
+import { checkQueryString, inGetTerms, parseGetQuery } from "../request/query_string.ts";
 import { parseJson } from "../request/body.ts";
 import { planAndCompileWrite, type PlanCompileOptions } from "../write/template.ts";
 import {
@@ -578,7 +578,7 @@ export async function runGet(ctx: QueryContext, url: URL): Promise<Body> {
       return [{ query: g.tree, pointer: "" }];
     });
     await settleHint(ctx, answered);
-    throw answered;
+    throw inGetTerms(answered);
   }
 }
 

@@ -68,7 +68,13 @@ function parseItem(item: unknown, pointer: string): ComplexQuery {
     throw fail("QUERY_INVALID", "expected a relation, a well-known query or {query, …}", pointer);
   }
   if (!("query" in item)) {
-    if ("data" in item) throw fail("QUERY_INVALID", "'data' needs 'query'", ptr(pointer, "data"));
+    if ("data" in item) {
+      throw fail(
+        "QUERY_INVALID",
+        "'data' needs 'query': a write is {\"query\": <Relation>, \"data\": [rows]}",
+        ptr(pointer, "data"),
+      );
+    }
     if ("wellknown" in item) checkWellKnown(item, pointer);
     return { query: item, complex: false };
   }

@@ -6,8 +6,9 @@
  * Beyond the documented keys, `arguments.<name>=<value>` passes a named function argument
  * (values as in `where`: numbers, true/false/null, 'quoted' or bare text, all literals).
  */
-import { SvcError } from "../svc_error.ts";
+import { type ErrorCode, SvcError } from "../svc_error.ts";
 import { nestedDeeperThan } from "./body.ts";
+import { closest } from "../util/suggest.ts";
 
 /** The decoded GET form. */
 export interface GetQuery {
@@ -52,6 +53,65 @@ const FUNCTIONS: Record<string, string> = {
   overlaps: "&&",
   fts: "fts",
 };
+
+/**
+ * An error of the tree a query string stood for, said in the GET form's terms: `details.parameter`
+ * names the parameter holding the offending part (the tree's `details.pointer` kept beside it),
+ * and a string literal is shown as the GET form writes it (`'x'`, not `["x"]`).
+ */
+export function inGetTerms(e: unknown): unknown {
+  if (!(e instanceof SvcError)) return e;
+  const details = e.details as { pointer?: unknown; parameter?: unknown } | undefined;
+  if (typeof details?.pointer !== "string" || details.parameter !== undefined) return e;
+  const parts = details.pointer.split("/").slice(1).map((p) =>
+    p.replaceAll("~1", "/").replaceAll("~0", "~")
+  );
+  const name: string[] = [];
+  let i = 0;
+  while (parts[i] === "join" && i + 1 < parts.length) name.push(parts[i++], parts[i++]);
+  if (i < parts.length) {
+    const field = parts[i];
+    name.push(field);
+    if ((field === "on" || field === "arguments" || field === "params") && i + 1 < parts.length) {
+      name.push(parts[i + 1]);
+    }
+  }
+  const message = e.message.replace(
+    /; a string literal is written \[("(?:[^"\\]|\\.)*")\]$/,
+    (_, json: string) =>
+      `; a string literal is written '${JSON.parse(json).replaceAll("'", "''")}'`,
+  );
+  const err = new SvcError(e.code as ErrorCode, message, {
+    status: e.status,
+    details: { ...details, parameter: name.join(".") },
+    ...(e.hint !== undefined ? { hint: e.hint } : {}),
+  });
+  err.devReason = e.devReason;
+  return err;
+}
+
+/** The names a relation's parameters may have, in the GET form. */
+const PARAMETER_NAMES = [
+  ...SCALARS,
+  "limit",
+  "offset",
+  "select",
+  "order_by",
+  "distinct_on",
+  "where",
+  "join",
+  "on",
+  "arguments",
+];
+
+/** 400 for an unknown parameter, with "did you mean" for a typo of its last name `head`. */
+function unknownParameter(key: string, head: string): SvcError {
+  const near = closest(head, PARAMETER_NAMES);
+  const hint = near === null
+    ? ""
+    : `; did you mean '${key.slice(0, key.length - head.length)}${near}'?`;
+  return getError(key, `unknown parameter '${key}'${hint}`);
+}
 
 function getError(parameter: string, message: string): SvcError {
   return new SvcError("QUERY_INVALID", message, { details: { parameter } });
@@ -182,14 +242,14 @@ function setField(
     v = head === "on" ? value : argumentValue(value, key);
     define(obj, path.slice(i + 1).join("."), v);
   } else {
-    if (rest !== 0) throw getError(key, `unknown parameter '${key}'`);
+    if (rest !== 0) throw unknownParameter(key, head);
     if (SCALARS.has(head)) v = value;
     else if (head === "limit" || head === "offset") v = integer(value, key);
     else if (head === "select") v = selectValue(value);
     else if (head === "order_by") v = list(value).map(orderTerm);
     else if (head === "distinct_on") v = list(value).map(nameExpr);
     else if (head === "where") v = parseWhere(value, key, maxDepth - depth);
-    else throw getError(key, `unknown parameter '${key}'`);
+    else throw unknownParameter(key, head);
     rel[head] = v;
   }
   if (nestedDeeperThan(v, maxDepth - depth)) throw tooDeep(key, maxDepth);

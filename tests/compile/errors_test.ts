@@ -344,6 +344,21 @@ Deno.test("QUERY_BAD_JOIN names the 'on' of the foreign keys that do join the tw
   );
 });
 
+Deno.test("a join without 'on' names the 'on' of the foreign keys that would join the two", () => {
+  assert.match(
+    message({ relation: "artist", join: { albums: { relation: "album" } } }),
+    /needs 'on'.*join with \{"artist_id":"artist_id"\}/,
+  );
+  assert.match(
+    message({ relation: "album", join: { by: { relation: "artist", on: {} } } }),
+    /needs 'on'.*join with \{"artist_id":"artist_id"\}/,
+  );
+  assert.doesNotMatch(
+    message({ relation: "artist", join: { g: { relation: "genre" } } }),
+    /join with/,
+  );
+});
+
 Deno.test("QUERY_BAD_JOIN: 'on' matching no foreign key", () => {
   fails(
     { relation: "artist", join: { albums: { ...albums, on: { title: "name" } } } },

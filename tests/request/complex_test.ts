@@ -75,6 +75,11 @@ Deno.test("malformed bodies are QUERY_INVALID with pointers", () => {
   bodyFails(null, "QUERY_INVALID", { pointer: "" });
   bodyFails([], "QUERY_INVALID", { pointer: "" });
   bodyFails({ data: [] }, "QUERY_INVALID", { pointer: "/data" });
+  // The message shows the shape of a write (a relation given with 'data' beside it).
+  assert.throws(
+    () => parseBody({ relation: "artist", data: [{ name: "x" }] }),
+    (e) => e instanceof SvcError && /\{"query": <Relation>, "data": \[rows\]\}/.test(e.message),
+  );
   bodyFails({ query: rel, foo: 1 }, "QUERY_INVALID", { pointer: "/foo" });
   bodyFails({ query: 5 }, "QUERY_INVALID", { pointer: "/query" });
   bodyFails({ query: rel, count: "yes" }, "QUERY_INVALID", { pointer: "/count" });

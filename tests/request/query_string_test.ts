@@ -2,7 +2,12 @@ import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
 import { chinookDb, schemaOf, stopDb } from "../helpers/db.ts";
 import { FIXTURE_SQL, rowsOf } from "../compile/fixture.ts";
-import { checkQueryString, parseGetQuery, parseWhere } from "../../src/request/query_string.ts";
+import {
+  checkQueryString,
+  inGetTerms,
+  parseGetQuery,
+  parseWhere,
+} from "../../src/request/query_string.ts";
 import { parseQuery } from "../../src/compile/parse.ts";
 import { compileRead } from "../../src/compile/sql.ts";
 import { SvcError } from "../../src/svc_error.ts";
@@ -216,6 +221,41 @@ Deno.test("GET: wellknown and params decoding", () => {
   getFails("wellknown=top&limit=5", "QUERY_INVALID", "limit");
   getFails("wellknown=top&params.a.0=1", "QUERY_INVALID", "params.a.0");
   getFails("relation=artist&params.a=1", "QUERY_INVALID", "params.a");
+});
+
+Deno.test("GET: errors are said in the GET form's terms: the parameter, 'x' literals, did you mean", () => {
+  const err = (q: string) => {
+    try {
+      parseGetQuery(new URLSearchParams(q));
+    } catch (e) {
+      return e as SvcError;
+    }
+    assert.fail(q);
+  };
+  assert.match(err("relation=artist&selct=name").message, /did you mean 'select'\?/);
+  assert.match(
+    err("relation=artist&join.a.ordr_by=x").message,
+    /did you mean 'join\.a\.order_by'\?/,
+  );
+  // An error of the tree (compiled later) names the parameter and the GET literal.
+  const tree = new SvcError(
+    "QUERY_UNKNOWN_COLUMN",
+    `unknown column 'O"N'; a string literal is written ["O\\"N"]`,
+    {
+      details: { pointer: "/join/a~1b/where/2" },
+    },
+  );
+  const got = inGetTerms(tree) as SvcError;
+  assert.equal(got.code, "QUERY_UNKNOWN_COLUMN");
+  assert.equal(got.status, tree.status);
+  assert.deepEqual(got.details, { pointer: "/join/a~1b/where/2", parameter: "join.a/b.where" });
+  assert.equal(got.message, `unknown column 'O"N'; a string literal is written 'O"N'`);
+  const on = inGetTerms(
+    new SvcError("QUERY_UNKNOWN_COLUMN", "unknown column 'x'", {
+      details: { pointer: "/join/a/on/x" },
+    }),
+  ) as SvcError;
+  assert.equal((on.details as { parameter: string }).parameter, "join.a.on.x");
 });
 
 Deno.test("GET: ComplexQuery parameters and unknown parameters are rejected", () => {
