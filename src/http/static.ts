@@ -86,6 +86,7 @@ export function safeSegments(rawPath: string): string[] | null {
 async function locate(
   dir: string,
   segments: string[],
+  directory: boolean,
 ): Promise<{ path: string; info: Deno.FileInfo } | null> {
   let root: string;
   try {
@@ -99,7 +100,7 @@ async function locate(
     if (info.isDirectory) {
       path += "/index.html";
       info = await Deno.stat(path);
-    }
+    } else if (directory) return null; // `/page.html/` names a directory, not the file
     if (!info.isFile) return null;
     // A symlink anywhere on the way must not lead out of the directory.
     const real = await Deno.realPath(path);
@@ -187,8 +188,9 @@ export async function serveStatic(dirs: string[], req: Request): Promise<Respons
   const rawPath = rawPathOf(req.url);
   const segments = safeSegments(rawPath);
   if (!segments) return null;
+  const directory = rawPath.endsWith("/");
   for (const dir of dirs) {
-    const found = await locate(dir, segments);
+    const found = await locate(dir, segments, directory);
     if (!found) continue;
     return respond(req, found.path, found.info);
   }
@@ -200,9 +202,10 @@ export async function serveStatic(dirs: string[], req: Request): Promise<Respons
  * static file asked for with another method is 405, not 404.
  */
 export async function isStaticFile(dirs: string[], req: Request): Promise<boolean> {
-  const segments = dirs.length ? safeSegments(rawPathOf(req.url)) : null;
+  const rawPath = rawPathOf(req.url);
+  const segments = dirs.length ? safeSegments(rawPath) : null;
   if (!segments) return false;
-  for (const dir of dirs) if (await locate(dir, segments)) return true;
+  for (const dir of dirs) if (await locate(dir, segments, rawPath.endsWith("/"))) return true;
   return false;
 }
 

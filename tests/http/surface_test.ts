@@ -93,6 +93,12 @@ Deno.test("static: index.html for a directory, HEAD without body, other methods 
     assert.equal(r.status, 200, p);
     assert.match(await r.text(), p === "/" ? /<title>root/ : /<title>sub/);
   }
+  // A trailing slash names a directory: a file is not served under it.
+  for (const p of ["/a.txt/", "/index.html/", "/sub/index.html/"]) {
+    const r = await get(p);
+    await r.body?.cancel();
+    assert.equal(r.status, 404, p);
+  }
   const h = await fetch(srv.url + "/a.txt", { method: "HEAD" });
   assert.equal(h.status, 200);
   assert.equal(h.headers.get("content-length"), String(TEXT.length));
