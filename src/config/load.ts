@@ -36,6 +36,11 @@ export type { Config, OpenIdConfig, RouteConfig, SamlConfig } from "./keys.ts";
 export interface LoadInput {
   args?: string[];
   env?: Record<string, string>;
+  /**
+   * Defaults of a tool of its own that replace the key table's (dotted key → value), below the
+   * file, the environment and the flags: `deno task token` looks for the dev server's secret.
+   */
+  defaults?: Record<string, unknown>;
 }
 
 type Flat = Map<string, { value: unknown; source: Source; where: string }>;
@@ -110,7 +115,7 @@ export async function loadConfigAsync(input: LoadInput = {}): Promise<Config> {
   const env = input.env ?? Deno.env.toObject();
   const path = parseFlags(args).find(([k]) => k === "config")?.[1] ?? env.SVC_CONFIG;
   if (path && /\.ya?ml$/i.test(path)) await loadYaml();
-  return loadConfig({ args, env });
+  return loadConfig({ ...input, args, env });
 }
 
 /**
@@ -143,6 +148,9 @@ export function loadConfig(input: LoadInput = {}): Config {
     flat.set(envToKey(name), { value, source: "env", where: name });
   }
   for (const [k, v] of flags) flat.set(k, { value: v, source: "flag", where: `--${k}` });
+  for (const [k, v] of Object.entries(input.defaults ?? {})) {
+    if (!flat.has(k)) flat.set(k, { value: v, source: "default", where: "the tool's default" });
+  }
   return build(flat);
 }
 
@@ -164,6 +172,8 @@ function build(flat: Flat): Config {
       ? `in ${where}`
       : source === "env"
       ? `from environment ${where}`
+      : source === "default"
+      ? `(${where})`
       : `from flag ${where}`;
     if (!m) {
       const loc = source === "file" ? `in ${locateKey(where, key)}` : at;

@@ -73,6 +73,22 @@ Deno.test("defaults, and dev turns allow_* and typescript on unless set", () => 
   assert.equal(dev.http.metrics.enable, true);
 });
 
+Deno.test("a tool's own defaults sit below the file, the environment and the flags", () => {
+  const defaults = { "secrets.dir": "/tool/secrets" };
+  assert.equal(loadConfig({ args: [], env: {}, defaults }).secrets.dir, "/tool/secrets");
+  const f = write("secrets.toml", `[secrets]\ndir = "/file/secrets"\n`);
+  assert.equal(
+    loadConfig({ args: [`--config=${f}`], env: {}, defaults }).secrets.dir,
+    "/file/secrets",
+  );
+  const env = { SVC_SECRETS__DIR: "/env/secrets" };
+  assert.equal(loadConfig({ args: [], env, defaults }).secrets.dir, "/env/secrets");
+  assert.equal(
+    loadConfig({ args: ["--secrets.dir", "/flag/secrets"], env, defaults }).secrets.dir,
+    "/flag/secrets",
+  );
+});
+
 Deno.test("pg.uri with a granular field is a configuration error", () => {
   assert.throws(
     () => loadConfig({ args: ["--pg.uri=postgres://a@b/c"], env: { SVC_PG__HOST: "x" } }),
