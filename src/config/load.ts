@@ -20,7 +20,7 @@ import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import { checkIssuerConfig } from "../auth/issuers.ts";
 import { checkExposedConfig } from "../db/exposed.ts";
 import { readUris, topologyProblem } from "../db/topology.ts";
-import { resolveConfig } from "../pg/config.ts";
+import { resolveConfig, URI_ENCODING_HINT } from "../pg/config.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {
@@ -317,7 +317,13 @@ function build(flat: Flat): Config {
     try {
       resolveConfig(uri);
     } catch (e) {
-      throw new ConfigError(`invalid value for "${name}": ${(e as Error).message}`);
+      const message = (e as Error).message;
+      // pg.uri has another spelling that takes a password as it is.
+      const granular = name === "pg.uri" && message.includes(URI_ENCODING_HINT)
+        ? "; or leave pg.uri unset and give pg.host, pg.port, pg.user, pg.password and " +
+          "pg.database (taken as they are)"
+        : "";
+      throw new ConfigError(`invalid value for "${name}": ${message}${granular}`);
     }
   }
   const topology = topologyProblem(cfg.pg);
