@@ -157,6 +157,56 @@ Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __
   assert.match(bad.stderr, /unknown configuration key "pg\.no_such_key"/);
 });
 
+Deno.test("a misspelled SVC_ variable is warned about at start with its right spelling; svc's own are not", async () => {
+  const uri = await chinookDb();
+  const svc = await spawnSvc([`--pg.uri=${uri}`, "--http.workers=1"], {
+    SVC_PG_URI: uri, // meant as SVC_PG__URI
+    SVC_HTTP_TYPESCRIPT_ENABLE: "true",
+    SVC_NO_SUCH_THING: "1",
+    // Read on purpose by svc's tasks and tests, or injected by a container platform.
+    SVC_DEV_DIR: "/tmp/svc-dev",
+    SVC_RELOAD_REASON: "signal",
+    SVC_REQUIRE_BROWSER: "0",
+    SVC_PORT: "tcp://10.0.0.1:80",
+    SVC_SERVICE_HOST: "10.0.0.1",
+    SVC_PORT_80_TCP_ADDR: "10.0.0.1",
+  });
+  try {
+    await svc.waitHealthy();
+    type Line = { level: string; message: string; properties: Record<string, string> };
+    const warned = () =>
+      new Map(
+        svc.output().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Line)
+          .filter((r) => r.level === "WARN" && /^environment variable/.test(r.message))
+          .map((r) => [r.properties.name, r]),
+      );
+    await waitFor(() => warned().has("SVC_NO_SUCH_THING"), {
+      what: "the warnings about SVC_ variables",
+    });
+    const w = warned();
+    assert.equal(w.get("SVC_PG_URI")?.properties.suggestion, "SVC_PG__URI");
+    assert.match(w.get("SVC_PG_URI")!.message, /is not configuration and is ignored: did you mean/);
+    assert.equal(
+      w.get("SVC_HTTP_TYPESCRIPT_ENABLE")?.properties.suggestion,
+      "SVC_HTTP__TYPESCRIPT__ENABLE",
+    );
+    assert.match(w.get("SVC_NO_SUCH_THING")!.message, /SVC_<SECTION>__<KEY>/);
+    // svc's own variables and the platform's are not warned about.
+    for (
+      const name of [
+        "SVC_DEV_DIR",
+        "SVC_RELOAD_REASON",
+        "SVC_REQUIRE_BROWSER",
+        "SVC_PORT",
+        "SVC_SERVICE_HOST",
+        "SVC_PORT_80_TCP_ADDR",
+      ]
+    ) assert.ok(!w.has(name), `${name} is warned about: ${w.get(name)?.message}`);
+  } finally {
+    await svc.stop();
+  }
+});
+
 Deno.test("teardown", async () => {
   await stopDb();
 });
