@@ -28,6 +28,11 @@ export interface LoadSecretOptions {
   secret?: string;
   /** Directory holding the generated `jwt-secret` file (created when missing). */
   secretsDir: string;
+  /**
+   * Whether a missing `jwt-secret` file is created (default true: svc's own start); false makes
+   * it a {@link SecretError} naming the file (a tool that must sign with an existing secret).
+   */
+  create?: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -50,7 +55,8 @@ async function readSecretFile(path: string): Promise<Uint8Array> {
  * Returns the JWT HMAC key: the UTF-8 bytes of `opts.secret` when given (at least 32 bytes,
  * else {@link SecretError}); otherwise the trimmed contents of `<secretsDir>/jwt-secret`,
  * which is created on first use with 64 random bytes encoded as base64url (mode 0o600, the
- * directory 0o700). Creation is atomic, so concurrent first starts agree on one secret.
+ * directory 0o700) unless `opts.create` is false. Creation is atomic, so concurrent first starts
+ * agree on one secret.
  */
 export async function loadSecret(opts: LoadSecretOptions): Promise<Uint8Array> {
   if (opts.secret !== undefined) {
@@ -61,6 +67,9 @@ export async function loadSecret(opts: LoadSecretOptions): Promise<Uint8Array> {
     return await readSecretFile(path);
   } catch (err) {
     if (err instanceof SecretError) throw err;
+    if (err instanceof Deno.errors.NotFound && opts.create === false) {
+      throw new SecretError(`JWT secret file ${path} does not exist`, { cause: err });
+    }
     if (!(err instanceof Deno.errors.NotFound)) {
       throw new SecretError(
         `cannot read JWT secret file ${path}: ${String(err)}; set secrets.dir to a directory ` +

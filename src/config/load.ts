@@ -20,7 +20,7 @@ import { MIN_MAX_PARAMS, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
 import { checkIssuerConfig } from "../auth/issuers.ts";
 import { checkExposedConfig } from "../db/exposed.ts";
 import { readUris, topologyProblem } from "../db/topology.ts";
-import { resolveConfig } from "../pg/config.ts";
+import { resolveConfig, URI_ENCODING_HINT } from "../pg/config.ts";
 
 /** A configuration error: the process exits with code 2 and prints the message. */
 export class ConfigError extends Error {
@@ -36,6 +36,11 @@ export type { Config, OpenIdConfig, RouteConfig, SamlConfig } from "./keys.ts";
 export interface LoadInput {
   args?: string[];
   env?: Record<string, string>;
+  /**
+   * Defaults of a tool of its own that replace the key table's (dotted key → value), below the
+   * file, the environment and the flags: `deno task token` looks for the dev server's secret.
+   */
+  defaults?: Record<string, unknown>;
 }
 
 type Flat = Map<string, { value: unknown; source: Source; where: string }>;
@@ -110,7 +115,7 @@ export async function loadConfigAsync(input: LoadInput = {}): Promise<Config> {
   const env = input.env ?? Deno.env.toObject();
   const path = parseFlags(args).find(([k]) => k === "config")?.[1] ?? env.SVC_CONFIG;
   if (path && /\.ya?ml$/i.test(path)) await loadYaml();
-  return loadConfig({ args, env });
+  return loadConfig({ ...input, args, env });
 }
 
 /**
@@ -143,6 +148,9 @@ export function loadConfig(input: LoadInput = {}): Config {
     flat.set(envToKey(name), { value, source: "env", where: name });
   }
   for (const [k, v] of flags) flat.set(k, { value: v, source: "flag", where: `--${k}` });
+  for (const [k, v] of Object.entries(input.defaults ?? {})) {
+    if (!flat.has(k)) flat.set(k, { value: v, source: "default", where: "the tool's default" });
+  }
   return build(flat);
 }
 
@@ -164,6 +172,8 @@ function build(flat: Flat): Config {
       ? `in ${where}`
       : source === "env"
       ? `from environment ${where}`
+      : source === "default"
+      ? `(${where})`
       : `from flag ${where}`;
     if (!m) {
       const loc = source === "file" ? `in ${locateKey(where, key)}` : at;
@@ -307,7 +317,13 @@ function build(flat: Flat): Config {
     try {
       resolveConfig(uri);
     } catch (e) {
-      throw new ConfigError(`invalid value for "${name}": ${(e as Error).message}`);
+      const message = (e as Error).message;
+      // pg.uri has another spelling that takes a password as it is.
+      const granular = name === "pg.uri" && message.includes(URI_ENCODING_HINT)
+        ? "; or leave pg.uri unset and give pg.host, pg.port, pg.user, pg.password and " +
+          "pg.database (taken as they are)"
+        : "";
+      throw new ConfigError(`invalid value for "${name}": ${message}${granular}`);
     }
   }
   const topology = topologyProblem(cfg.pg);

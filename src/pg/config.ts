@@ -75,6 +75,25 @@ function invalid(message: string): PgConnectionError {
   return new PgConnectionError("08001", `invalid connection string: ${message}`);
 }
 
+/**
+ * What a postgres:// URI that cannot be read most often holds: a user name or password with a
+ * character the URI syntax gives a meaning (`p#ss` cuts the URI, `p/ss` ends the host list).
+ */
+export const URI_ENCODING_HINT =
+  "special characters in the user name or password (such as @ # / : ? %) must be " +
+  "percent-encoded (`#` as %23, `/` as %2F, `@` as %40, `:` as %3A, `?` as %3F, `%` as %25; " +
+  "encodeURIComponent does it)";
+
+/** decodeURIComponent, a malformed escape (a bare `%`) being an invalid connection string. */
+function decodeUri(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    // The text is not repeated: it may be (part of) the password.
+    throw invalid(`a "%" in the postgres:// URI starts no %XX escape: ${URI_ENCODING_HINT}`);
+  }
+}
+
 /** Splits a URI's host list `h1:p1,[::1]:p2,/sock` into hosts and ports. */
 function hostList(spec: string): { hosts: string[]; ports: string[] } {
   const hosts: string[] = [];
@@ -95,7 +114,12 @@ function hostList(spec: string): { hosts: string[]; ports: string[] } {
         port = part.slice(colon + 1);
       }
     }
-    hosts.push(decodeURIComponent(host));
+    // A port that is no number is most often the start of a password holding `/` or `?` (so it
+    // is not repeated).
+    if (port !== "" && !/^\d+$/.test(port)) {
+      throw invalid(`the port in the postgres:// URI is not a number: ${URI_ENCODING_HINT}`);
+    }
+    hosts.push(decodeUri(host));
     ports.push(port);
   }
   return { hosts, ports };
@@ -113,25 +137,29 @@ export function parseConnectionString(text: string): Record<string, string> {
       authority = authority.slice(at + 1);
       const colon = userinfo.indexOf(":");
       const user = colon >= 0 ? userinfo.slice(0, colon) : userinfo;
-      if (user) out.user = decodeURIComponent(user);
-      if (colon >= 0) out.password = decodeURIComponent(userinfo.slice(colon + 1));
+      if (user) out.user = decodeUri(user);
+      if (colon >= 0) out.password = decodeUri(userinfo.slice(colon + 1));
     }
     if (authority) {
       const { hosts, ports } = hostList(authority);
       if (hosts.some((h) => h !== "")) out.host = hosts.join(",");
       if (ports.some((p) => p !== "")) out.port = ports.join(",");
     }
-    if (m[3]) out.dbname = decodeURIComponent(m[3]);
+    if (m[3]) out.dbname = decodeUri(m[3]);
     if (m[4]) {
       for (const pair of m[4].split("&")) {
         if (!pair) continue;
         const eq = pair.indexOf("=");
-        const k = decodeURIComponent((eq >= 0 ? pair.slice(0, eq) : pair).replace(/\+/g, " "));
-        const v = eq >= 0 ? decodeURIComponent(pair.slice(eq + 1).replace(/\+/g, " ")) : "";
+        const k = decodeUri((eq >= 0 ? pair.slice(0, eq) : pair).replace(/\+/g, " "));
+        const v = eq >= 0 ? decodeUri(pair.slice(eq + 1).replace(/\+/g, " ")) : "";
         out[k] = v;
       }
     }
     return out;
+  }
+  if (/^postgres(ql)?:\/\//.test(text.trim())) {
+    // The scheme is right, the rest is not a URI (`#` in a password cuts it short).
+    throw invalid(`cannot parse the postgres:// URI: ${URI_ENCODING_HINT}`);
   }
   if (/^[a-z]+:\/\//i.test(text.trim())) throw invalid("the scheme must be postgres://");
   // key=value pairs; values may be single-quoted with \' and \\ escapes.

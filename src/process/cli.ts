@@ -115,10 +115,18 @@ grant ${q(anon)} to ${q(auth)};
 grant usage on schema public to ${q(anon)};
 -- grant select on all tables in schema public to ${q(anon)};
 
--- Every role a session token may carry (its "role" claim) must be granted to the authenticator:
+-- Every role a session token may carry (its "role" claim) must be granted to the authenticator.
+-- An example to adapt, commented out like the line above (run this file with psql -d <db> in the
+-- database svc serves: grants on a schema's tables and sequences apply to that database only):
 -- create role app_user nologin;
 -- grant usage on schema public to app_user;
 -- grant select, insert, update, delete on all tables in schema public to app_user;
+-- Inserting into a serial column calls nextval() on its sequence (identity columns need nothing):
+-- grant usage on all sequences in schema public to app_user;
+-- "all tables" and "all sequences" mean those that exist now; for the ones created later by the
+-- role running this file (add "for role <owner>" after "alter default privileges" for another):
+-- alter default privileges in schema public grant select, insert, update, delete on tables to app_user;
+-- alter default privileges in schema public grant usage on sequences to app_user;
 -- grant app_user to ${q(auth)};
 
 -- Then start svc with --pg.uri=postgres://${auth}:…@host/db (and --pg.query.anonymous_role=${anon}

@@ -17,7 +17,7 @@ import { type Cluster, createApp } from "../http/server.ts";
 import { installProcessGuard, uncaughtErrors } from "./uncaught_guard.ts";
 import { bindMetricSources } from "../observe/metrics.ts";
 import { announce, publicUrl } from "./startup.ts";
-import { ignoredEnv } from "../config/env.ts";
+import { ignoredEnv, suspiciousEnv } from "../config/env.ts";
 import { createSso } from "../sso/endpoints.ts";
 import { routeHooks as buildRouteHooks } from "../http/route_hooks.ts";
 import { helperPathHook } from "../client/endpoint.ts";
@@ -174,11 +174,38 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   return { cfg, port, runtime, ready, shutdown, poolStats: () => db.stats() };
 }
 
-/** Logs what a person starting svc needs (URL, sample requests, ignored env, playground). */
+/**
+ * Logs what a person starting svc needs (URL, sample requests, ignored env, playground). An
+ * ignored `SVC_` variable that svc does not read on purpose and no container platform set is
+ * warned about (a misspelled key: `SVC_PG_URI` for `SVC_PG__URI`), the others logged at debug.
+ */
 export function announceStart(cfg: Config, port: number): void {
   announce(cfg, port);
-  for (const name of ignoredEnv(Deno.env.toObject())) {
-    log.debug("environment variable {name} is not configuration (no __): ignored", { name });
+  const env = Deno.env.toObject();
+  const suspicious = new Map(suspiciousEnv(env).map((s) => [s.name, s]));
+  for (const name of ignoredEnv(env)) {
+    const s = suspicious.get(name);
+    if (s === undefined) {
+      log.debug("environment variable {name} is not configuration (no __): ignored", { name });
+    } else if (s.suggestion) {
+      log.warn(
+        "environment variable {name} is not configuration and is ignored: did you mean " +
+          "{suggestion} (key {key}, its dots written __)?",
+        { ...s },
+      );
+    } else if (s.key) {
+      log.warn(
+        "environment variable {name} is not configuration and is ignored: {key} has no " +
+          "variable, give the flag {flag} or set it in the config file",
+        { ...s, flag: `--${s.key}` },
+      );
+    } else {
+      log.warn(
+        "environment variable {name} is not configuration and is ignored (configuration " +
+          "variables are SVC_<SECTION>__<KEY>, a key's dots written __)",
+        { name },
+      );
+    }
   }
   if (cfg.http.playground.enable) {
     // One placeholder holding the whole URL: the console format quotes string values.

@@ -78,6 +78,17 @@ Deno.test("loadSecret: generates a 0600 secret file when missing, then reuses it
   });
 });
 
+Deno.test("loadSecret: create=false makes a missing file a SecretError naming it, creating nothing", async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, SECRET_FILE_NAME);
+    await assert.rejects(
+      loadSecret({ secretsDir: dir, create: false }),
+      (e) => e instanceof SecretError && e.message.includes(`${path} does not exist`),
+    );
+    assert.equal(await exists(path), false);
+  });
+});
+
 Deno.test("loadSecret: existing secret file is trimmed and used as UTF-8", async () => {
   await withTempDir(async (dir) => {
     const secret = "file-secret-0123456789-abcdefghijklmnop";

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, connectionString, loadConfig } from "../../src/config/load.ts";
 import { KEYS } from "../../src/config/keys.ts";
+import { resolveConfig } from "../../src/pg/config.ts";
 import { loadYaml } from "../../src/formats/yaml.ts";
 
 await loadYaml();
@@ -73,6 +74,22 @@ Deno.test("defaults, and dev turns allow_* and typescript on unless set", () => 
   assert.equal(dev.http.metrics.enable, true);
 });
 
+Deno.test("a tool's own defaults sit below the file, the environment and the flags", () => {
+  const defaults = { "secrets.dir": "/tool/secrets" };
+  assert.equal(loadConfig({ args: [], env: {}, defaults }).secrets.dir, "/tool/secrets");
+  const f = write("secrets.toml", `[secrets]\ndir = "/file/secrets"\n`);
+  assert.equal(
+    loadConfig({ args: [`--config=${f}`], env: {}, defaults }).secrets.dir,
+    "/file/secrets",
+  );
+  const env = { SVC_SECRETS__DIR: "/env/secrets" };
+  assert.equal(loadConfig({ args: [], env, defaults }).secrets.dir, "/env/secrets");
+  assert.equal(
+    loadConfig({ args: ["--secrets.dir", "/flag/secrets"], env, defaults }).secrets.dir,
+    "/flag/secrets",
+  );
+});
+
 Deno.test("pg.uri with a granular field is a configuration error", () => {
   assert.throws(
     () => loadConfig({ args: ["--pg.uri=postgres://a@b/c"], env: { SVC_PG__HOST: "x" } }),
@@ -83,6 +100,44 @@ Deno.test("pg.uri with a granular field is a configuration error", () => {
   assert.equal(connectionString(ok), "postgres://a@b/c");
   const g = loadConfig({ args: ["--pg.user=u", "--pg.database=d", "--pg.port=5499"], env: {} });
   assert.equal(connectionString(g), "postgres://u@localhost:5499/d");
+});
+
+Deno.test("pg.uri with unencoded special characters in the password says to percent-encode them", () => {
+  const password = "s3cr#t/p@ss:w?rd%";
+  for (const bad of ["s3cr#t", "s3cr/t", "s3cr?t", "s3cr%t", password]) {
+    const uri = `postgres://svc_authenticator:${bad}@db.example/app`;
+    assert.throws(
+      () => loadConfig({ args: [`--pg.uri=${uri}`], env: {} }),
+      (e: Error) =>
+        e instanceof ConfigError && e.message.includes('"pg.uri"') &&
+        /must be percent-encoded/.test(e.message) && e.message.includes("%23") &&
+        e.message.includes("pg.password") && !/scheme must be/.test(e.message) &&
+        !e.message.includes(bad.slice(0, 5)),
+      bad,
+    );
+  }
+  // What the message offers works: the password percent-encoded, or given as pg.password.
+  const encoded = `postgres://svc_authenticator:${encodeURIComponent(password)}@db.example/app`;
+  const cfg = loadConfig({ args: [`--pg.uri=${encoded}`], env: {} });
+  assert.equal(resolveConfig(connectionString(cfg)).password, password);
+  const granular = loadConfig({
+    args: ["--pg.host=db.example", "--pg.user=svc_authenticator", `--pg.password=${password}`],
+    env: {},
+  });
+  const resolved = resolveConfig(connectionString(granular));
+  assert.equal(resolved.password, password);
+  assert.deepEqual(resolved.hosts, ["db.example"]);
+  // Another scheme is still told so; other connection strings need no pg.password advice.
+  assert.throws(
+    () => loadConfig({ args: ["--pg.uri=mysql://a@b/c"], env: {} }),
+    /the scheme must be postgres:\/\//,
+  );
+  assert.throws(
+    () => loadConfig({ args: [`--pg.read_uri=postgres://r:p#w@replica/app`], env: {} }),
+    (e: Error) =>
+      e.message.includes('"pg.read_uri"') && /percent-encoded/.test(e.message) &&
+      !e.message.includes("pg.password"),
+  );
 });
 
 Deno.test("unknown keys name the source and the closest known key", () => {

@@ -3,7 +3,7 @@
  * busy port, container environment variables, the access log's status and the startup URL.
  */
 import assert from "node:assert/strict";
-import { chinookDb, stopDb } from "../helpers/db.ts";
+import { chinookDb, emptyDb, psql, stopDb } from "../helpers/db.ts";
 import { runSvc, spawnSvc } from "../helpers/process.ts";
 import { TEST_SECRET } from "../helpers/server.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -31,6 +31,50 @@ Deno.test("--print-setup-sql: the anonymous role and a NOINHERIT authenticator",
   assert.match(out.stdout, /create role "web_anon" nologin/);
   assert.match(out.stdout, /login noinherit/);
   assert.match(out.stdout, /grant "web_anon" to "svc_authenticator"/);
+});
+
+Deno.test("--print-setup-sql runs in a real database, its session-role example granting sequences too", async () => {
+  const out = await runSvc([
+    "--print-setup-sql",
+    "--pg.user=setup_auth",
+    "--pg.query.anonymous_role=setup_anon",
+  ]);
+  assert.equal(out.code, 0, out.stderr);
+  // The example lines uncommented, as a user adapts them (another name than the demo's app_user).
+  const sql = out.stdout.split("\n").map((l) =>
+    /^-- (create role|grant|alter default privileges)\b/.test(l) ? l.slice(3) : l
+  ).join("\n").replaceAll("app_user", "setup_user");
+  assert.match(sql, /^grant usage on all sequences in schema public to setup_user;$/m);
+  assert.match(
+    sql,
+    /^alter default privileges in schema public grant .* on sequences to setup_user;$/m,
+  );
+  const db = "setup_sql";
+  await emptyDb(
+    db,
+    "create table before_setup (id serial primary key, v text);" +
+      "create table identity_before (id int generated always as identity primary key, v text);",
+  );
+  await psql(sql, db);
+  await psql("create table after_setup (id serial primary key, v text);", db);
+  // The session role writes rows whose keys come from sequences, in tables made before and after.
+  const rows = await psql(
+    `set role setup_user;
+     insert into before_setup (v) values ('a');
+     insert into identity_before (v) values ('b');
+     insert into after_setup (v) values ('c');
+     select (select count(*) from before_setup) + (select count(*) from identity_before) +
+       (select count(*) from after_setup) as n;`,
+    db,
+  );
+  assert.match(rows, /\b3\b/);
+  // The authenticator may switch to the anonymous role and, once granted, to the session role.
+  const member = await psql(
+    "select pg_has_role('setup_auth', 'setup_anon', 'MEMBER') and " +
+      "pg_has_role('setup_auth', 'setup_user', 'MEMBER') as ok;",
+    db,
+  );
+  assert.match(member, /\bt\b/);
 });
 
 Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.uri's user)", async () => {
@@ -111,6 +155,56 @@ Deno.test("container env (SVC_PORT=tcp://…) is ignored; an unknown key with __
   const bad = await runSvc([], { SVC_PG__NO_SUCH_KEY: "1" });
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /unknown configuration key "pg\.no_such_key"/);
+});
+
+Deno.test("a misspelled SVC_ variable is warned about at start with its right spelling; svc's own are not", async () => {
+  const uri = await chinookDb();
+  const svc = await spawnSvc([`--pg.uri=${uri}`, "--http.workers=1"], {
+    SVC_PG_URI: uri, // meant as SVC_PG__URI
+    SVC_HTTP_TYPESCRIPT_ENABLE: "true",
+    SVC_NO_SUCH_THING: "1",
+    // Read on purpose by svc's tasks and tests, or injected by a container platform.
+    SVC_DEV_DIR: "/tmp/svc-dev",
+    SVC_RELOAD_REASON: "signal",
+    SVC_REQUIRE_BROWSER: "0",
+    SVC_PORT: "tcp://10.0.0.1:80",
+    SVC_SERVICE_HOST: "10.0.0.1",
+    SVC_PORT_80_TCP_ADDR: "10.0.0.1",
+  });
+  try {
+    await svc.waitHealthy();
+    type Line = { level: string; message: string; properties: Record<string, string> };
+    const warned = () =>
+      new Map(
+        svc.output().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Line)
+          .filter((r) => r.level === "WARN" && /^environment variable/.test(r.message))
+          .map((r) => [r.properties.name, r]),
+      );
+    await waitFor(() => warned().has("SVC_NO_SUCH_THING"), {
+      what: "the warnings about SVC_ variables",
+    });
+    const w = warned();
+    assert.equal(w.get("SVC_PG_URI")?.properties.suggestion, "SVC_PG__URI");
+    assert.match(w.get("SVC_PG_URI")!.message, /is not configuration and is ignored: did you mean/);
+    assert.equal(
+      w.get("SVC_HTTP_TYPESCRIPT_ENABLE")?.properties.suggestion,
+      "SVC_HTTP__TYPESCRIPT__ENABLE",
+    );
+    assert.match(w.get("SVC_NO_SUCH_THING")!.message, /SVC_<SECTION>__<KEY>/);
+    // svc's own variables and the platform's are not warned about.
+    for (
+      const name of [
+        "SVC_DEV_DIR",
+        "SVC_RELOAD_REASON",
+        "SVC_REQUIRE_BROWSER",
+        "SVC_PORT",
+        "SVC_SERVICE_HOST",
+        "SVC_PORT_80_TCP_ADDR",
+      ]
+    ) assert.ok(!w.has(name), `${name} is warned about: ${w.get(name)?.message}`);
+  } finally {
+    await svc.stop();
+  }
 });
 
 Deno.test("teardown", async () => {
