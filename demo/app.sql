@@ -78,7 +78,8 @@ begin
     return;
   end if;
   select jsonb_build_object(
-    'email', req->'jwt'->>'email',
+    'email', coalesce(req->'jwt'->>'email', req->'jwt'->>'sub', req->'jwt'->>'role'),
+    'role', req->'jwt'->>'role',
     'customer_id', req->'jwt'->'customer_id',
     'invoices', coalesce(jsonb_agg(jsonb_build_object(
       'invoice_id', i.invoice_id, 'date', to_char(i.invoice_date, 'YYYY-MM-DD'),
