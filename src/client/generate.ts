@@ -29,6 +29,11 @@ export interface GenerateOptions {
   visible: Visible | null;
   /** Schemas to include; null = every schema. */
   schemas: string[] | null;
+  /**
+   * Functions `/svc` refuses as a query root (src/query/envelope_functions.ts): not described in
+   * `Functions`, so `func()` offers only what the server calls. None when absent.
+   */
+  hidden?: ReadonlySet<number>;
 }
 
 /** The generated file and its hash (used as ETag). */
@@ -239,7 +244,7 @@ export async function generateClient(
 ): Promise<Generated> {
   const inSchemas = (s: string) =>
     s !== "pg_catalog" && (opts.schemas === null || opts.schemas.includes(s));
-  const view = new View(schema, opts.visible);
+  const view = new View(schema, opts.visible, opts.hidden);
   const visible = new Map<string, Relation>();
   for (const [k, r] of schema.relations) {
     if (!inSchemas(r.schema) || !view.relation(r)) continue;
@@ -268,7 +273,7 @@ export async function generateClient(
   out.push("export interface Functions {");
   const fns = [...schema.functions.values()].flat()
     .filter((f) => inSchemas(f.schema))
-    .filter((f) => view.func(f))
+    .filter((f) => view.queryable(f))
     .sort((a, b) => cmp(relKey(a.schema, a.name), relKey(b.schema, b.name)));
   const seen = new Set<string>();
   for (const f of fns) {
