@@ -10,7 +10,7 @@ import type { ParamDef } from "../wellknown/registry.ts";
 import { wellKnownUsable } from "../wellknown/usable.ts";
 import { View, type Visible } from "./visible.ts";
 import { CLIENT_SOURCE } from "./client_source.ts";
-import { columnType, key, lit, tsType } from "./type_map.ts";
+import { argEncoding, columnType, key, lit, tsType } from "./type_map.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** A well-known query as the generator needs it. */
@@ -291,8 +291,15 @@ export async function generateClient(
       : null;
     const e = rk ? `Relations[${lit(rk)}]` : entry(schema, cols, [], [], "    ");
     out.push(`  ${lit(k)}: {\n    args: { ${args.join("; ")} };\n    e: ${e};\n  };`);
+    // How each argument is sent, when not as it is (strings as literals): see ArgEncoding.
+    const enc = f.inArgs.flatMap((a) => {
+      const how = a.name ? argEncoding(schema, a.type) : 0;
+      return how === 0 ? [] : [`${lit(a.name!)}: ${JSON.stringify(how)}`];
+    });
     fmeta.push(
-      `    ${lit(k)}: [${lit(f.schema)}, ${lit(f.name)}, ${rk === null ? "null" : lit(rk)}],`,
+      `    ${lit(k)}: [${lit(f.schema)}, ${lit(f.name)}, ${rk === null ? "null" : lit(rk)}${
+        enc.length ? `, { ${enc.join(", ")} }` : ""
+      }],`,
     );
   }
   out.push("}", "");
