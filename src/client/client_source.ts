@@ -395,9 +395,14 @@ export async function send(body: unknown): Promise<unknown> {
 }
 
 type Tree = { [key: string]: unknown };
+/**
+ * How a function argument is sent (by its PostgreSQL type): 0 as it is, "j" as JSON text, ["a", e]
+ * as an array literal, ["c", fields] as a record literal. Absent: 0.
+ */
+type Enc = 0 | "j" | readonly ["a", Enc] | readonly ["c", readonly (readonly [string, Enc])[]];
 type Meta = {
   r: { [key: string]: [string, string, { [join: string]: [string, { [c: string]: string }] }] };
-  f: { [key: string]: [string, string, string | null] };
+  f: { [key: string]: [string, string, string | null, { [arg: string]: Enc }?] };
 };
 
 const joinCache: { [key: string]: { [join: string]: (q?: unknown) => Tree } } = {};
@@ -465,7 +470,61 @@ export function func<
   const q = typeof query === "function"
     ? (query as (j: unknown) => Q)(m[2] ? joinBuilder(m[2]) : {})
     : query;
-  return querier({ function: m[1], schema: m[0], arguments: args, ...(q ?? {}) });
+  const values = argValues(args, m[3]);
+  return querier({ function: m[1], schema: m[0], arguments: values, ...(q ?? {}) });
+}
+
+/**
+ * A function's arguments as /svc reads values: a bare string there is a column name, so every
+ * string goes as the literal ["…"]; JSON, arrays and records as the text their type reads.
+ */
+function argValues(args: unknown, enc: { [arg: string]: Enc } | undefined): unknown {
+  if (Array.isArray(args)) return args.map((v) => argValue(v, 0));
+  if (args === null || typeof args !== "object") return args;
+  const out: [string, unknown][] = [];
+  for (const [k, v] of Object.entries(args)) {
+    const e = enc && Object.hasOwn(enc, k) ? enc[k] : undefined;
+    if (v !== undefined) out.push([k, argValue(v, e ?? 0)]);
+  }
+  return Object.fromEntries(out);
+}
+
+/** One argument: null, a finite number or a boolean as it is; anything else as a literal. */
+function argValue(v: unknown, e: Enc): unknown {
+  if (v === null) return null;
+  if (e === 0 && (typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v)))) {
+    return v;
+  }
+  return [pgText(v, e)];
+}
+
+/** The text PostgreSQL's input function reads a value from (an array or record literal, JSON). */
+function pgText(v: unknown, e: Enc): string {
+  if (e === "j") return JSON.stringify(v);
+  if (e !== 0 && e[0] === "a" && Array.isArray(v)) {
+    const el = e[1];
+    const item = (x: unknown): string =>
+      x === null || x === undefined
+        ? "NULL"
+        : Array.isArray(x) && el !== "j"
+        ? pgText(x, e)
+        : quoted(pgText(x, el));
+    return "{" + v.map(item).join(",") + "}";
+  }
+  if (e !== 0 && e[0] === "c" && v !== null && typeof v === "object" && !Array.isArray(v)) {
+    const fields = e[1].map(([name, fe]) => {
+      const x = Object.hasOwn(v, name) ? (v as Tree)[name] : null;
+      return x === null || x === undefined ? "" : quoted(pgText(x, fe));
+    });
+    return "(" + fields.join(",") + ")";
+  }
+  if (typeof v === "string") return v;
+  return v !== null && typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+/** A double-quoted element of an array or record literal. */
+function quoted(s: string): string {
+  return '"' + s.replace(/["\\]/g, "\\$&") + '"';
 }
 
 /** A well-known query with its typed parameters. */

@@ -50,15 +50,18 @@ function relation(view: View, r: Relation) {
 
 /**
  * Builds the database.json document for what a role may use, `visible` (asked of PostgreSQL at
- * request time, see ./visible.ts; null: all of it).
+ * request time, see ./visible.ts; null: all of it). Functions `/svc` refuses (`hidden`: full-control
+ * routes, middleware, SSO callbacks, src/query/envelope_functions.ts) are left out, as from
+ * database.ts.
  */
 export function databaseJson(
   schema: Schema,
   visible: Visible | null,
   wellknown: WellKnownInfo[],
   routes: RouteInfo = new Map(),
+  hidden?: ReadonlySet<number>,
 ): Record<string, unknown> {
-  const view = new View(schema, visible);
+  const view = new View(schema, visible, hidden);
   const schemas = new Map<string, { name: string; relations: unknown[]; functions: unknown[] }>();
   const entry = (name: string) => {
     let e = schemas.get(name);
@@ -71,7 +74,7 @@ export function databaseJson(
   }
   for (const fns of schema.functions.values()) {
     for (const f of fns) {
-      if (!view.func(f)) continue;
+      if (!view.queryable(f)) continue;
       entry(f.schema).functions.push({
         name: f.name,
         arguments: f.args.map((a) => ({

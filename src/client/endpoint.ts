@@ -10,6 +10,7 @@ import { log } from "../observe/log.ts";
 import { generateClient, type Generated, type WellKnownDef } from "./generate.ts";
 import { BoundedCache } from "../util/bounded_cache.ts";
 import { type Visible, visibleAs, visibleKey } from "./visible.ts";
+import { envelopeFunctions } from "../query/envelope_functions.ts";
 
 /**
  * Generated files per state (a reload makes a new state), by what the role may use and schema
@@ -51,9 +52,11 @@ export function exportSchemas(
 
 /**
  * The generated file for what a role may use (`visible`, see ./visible.ts; null: everything) and a
- * schema selection, cached for the state's lifetime: roles shown the same share one file.
+ * schema selection, cached for the state's lifetime: roles shown the same share one file. The
+ * functions `/svc` refuses (src/query/envelope_functions.ts, one set per state) are never in it.
  */
 export function clientFor(
+  cfg: Config,
   state: AppState,
   visible: Visible | null,
   schemas: string[] | null,
@@ -64,7 +67,11 @@ export function clientFor(
   let g = m.get(k);
   if (!g) {
     generated++;
-    g = generateClient(state.schema, wellknownDefs(state), { visible, schemas });
+    g = generateClient(state.schema, wellknownDefs(state), {
+      visible,
+      schemas,
+      hidden: envelopeFunctions(state, cfg),
+    });
     m.set(k, g);
   }
   return g;
@@ -83,7 +90,12 @@ export async function databaseTsResponse(
 ): Promise<Response> {
   const raw = url.searchParams.get("schemas");
   const requested = raw === null ? null : raw.split(",").map((s) => s.trim()).filter(Boolean);
-  const g = await clientFor(state, visible, exportSchemas(cfg, requested, state.schema.schemas));
+  const g = await clientFor(
+    cfg,
+    state,
+    visible,
+    exportSchemas(cfg, requested, state.schema.schemas),
+  );
   const etag = `"${g.hash.slice(0, 32)}"`;
   const headers = {
     "content-type": "application/typescript; charset=utf-8",
@@ -113,7 +125,7 @@ export function helperPathHook(cfg: Config, path: string): ReloadHook {
           cfg.pg.query.statement_timeout,
         )
         : null;
-      const g = await clientFor(state, visible, exportSchemas(cfg, null));
+      const g = await clientFor(cfg, state, visible, exportSchemas(cfg, null));
       await writeAtomically(path, g.text);
       log.info("wrote {path}", { path });
     } catch (e) {

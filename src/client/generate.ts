@@ -10,7 +10,7 @@ import type { ParamDef } from "../wellknown/registry.ts";
 import { wellKnownUsable } from "../wellknown/usable.ts";
 import { View, type Visible } from "./visible.ts";
 import { CLIENT_SOURCE } from "./client_source.ts";
-import { columnType, key, lit, tsType } from "./type_map.ts";
+import { argEncoding, columnType, key, lit, tsType } from "./type_map.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** A well-known query as the generator needs it. */
@@ -29,6 +29,11 @@ export interface GenerateOptions {
   visible: Visible | null;
   /** Schemas to include; null = every schema. */
   schemas: string[] | null;
+  /**
+   * Functions `/svc` refuses as a query root (src/query/envelope_functions.ts): not described in
+   * `Functions`, so `func()` offers only what the server calls. None when absent.
+   */
+  hidden?: ReadonlySet<number>;
 }
 
 /** The generated file and its hash (used as ETag). */
@@ -239,7 +244,7 @@ export async function generateClient(
 ): Promise<Generated> {
   const inSchemas = (s: string) =>
     s !== "pg_catalog" && (opts.schemas === null || opts.schemas.includes(s));
-  const view = new View(schema, opts.visible);
+  const view = new View(schema, opts.visible, opts.hidden);
   const visible = new Map<string, Relation>();
   for (const [k, r] of schema.relations) {
     if (!inSchemas(r.schema) || !view.relation(r)) continue;
@@ -268,7 +273,7 @@ export async function generateClient(
   out.push("export interface Functions {");
   const fns = [...schema.functions.values()].flat()
     .filter((f) => inSchemas(f.schema))
-    .filter((f) => view.func(f))
+    .filter((f) => view.queryable(f))
     .sort((a, b) => cmp(relKey(a.schema, a.name), relKey(b.schema, b.name)));
   const seen = new Set<string>();
   for (const f of fns) {
@@ -286,8 +291,15 @@ export async function generateClient(
       : null;
     const e = rk ? `Relations[${lit(rk)}]` : entry(schema, cols, [], [], "    ");
     out.push(`  ${lit(k)}: {\n    args: { ${args.join("; ")} };\n    e: ${e};\n  };`);
+    // How each argument is sent, when not as it is (strings as literals): see ArgEncoding.
+    const enc = f.inArgs.flatMap((a) => {
+      const how = a.name ? argEncoding(schema, a.type) : 0;
+      return how === 0 ? [] : [`${lit(a.name!)}: ${JSON.stringify(how)}`];
+    });
     fmeta.push(
-      `    ${lit(k)}: [${lit(f.schema)}, ${lit(f.name)}, ${rk === null ? "null" : lit(rk)}],`,
+      `    ${lit(k)}: [${lit(f.schema)}, ${lit(f.name)}, ${rk === null ? "null" : lit(rk)}${
+        enc.length ? `, { ${enc.join(", ")} }` : ""
+      }],`,
     );
   }
   out.push("}", "");

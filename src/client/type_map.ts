@@ -62,14 +62,9 @@ export function tsType(
   if (EXACT.has(b)) return write ? "number | string" : "number";
   if (BOOLEAN.has(b)) return "boolean";
   if (JSON_TYPES.has(b)) return "Json";
-  const short = b.includes(".") ? b.slice(b.lastIndexOf(".") + 1) : b;
   const en = schema.enums.find((e) => b === `${e.schema}.${e.name}` || b === e.name);
   if (en) return en.labels.map(lit).join(" | ") || "never";
-  const comp = compositeOid !== null
-    ? schema.composites.get(compositeOid)
-    : [...schema.composites.values()].find((c) =>
-      b === `${c.schema}.${c.name}` || (c.name === short && !b.includes("."))
-    );
+  const comp = compositeOf(schema, b, compositeOid);
   if (comp && depth < 4) {
     const fields = comp.fields.map((f) =>
       `${key(f.name)}: ${columnType(schema, f, write, depth + 1)}`
@@ -79,6 +74,49 @@ export function tsType(
   if (comp || b === "record") return "{ [key: string]: Json }";
   if (b === "void") return "null";
   return "string";
+}
+
+/**
+ * How the generated client sends a function argument of a PostgreSQL type so that `/svc` reads it
+ * as a value, never as a name (docs/query.md "Expressions"; META of the generated file):
+ * - `0`: a string as a string literal `["…"]`, a finite number or a boolean as it is;
+ * - `"j"` (json, jsonb): the value's JSON text as a string literal;
+ * - `["a", e]` (an array type): a PostgreSQL array literal of its elements sent as `e`;
+ * - `["c", [[field, e], …]]` (a composite type): a record literal of its fields in their order.
+ *
+ * The server binds a function argument's literal as the argument's declared type, so each text is
+ * read by that type's input function.
+ */
+export type ArgEncoding = 0 | "j" | ["a", ArgEncoding] | ["c", [string, ArgEncoding][]];
+
+/** The {@link ArgEncoding} of a PostgreSQL type, following {@link tsType}'s reading of it. */
+export function argEncoding(
+  schema: Schema,
+  type: string,
+  compositeOid: number | null = null,
+  depth = 0,
+): ArgEncoding {
+  if (type.endsWith("[]")) return ["a", argEncoding(schema, type.slice(0, -2), null, depth)];
+  const b = baseName(type);
+  if (JSON_TYPES.has(b)) return "j";
+  const comp = compositeOf(schema, b, compositeOid);
+  if (comp && depth < 8) {
+    return [
+      "c",
+      comp.fields.map((f) => [f.name, argEncoding(schema, f.type, f.compositeOid, depth + 1)]),
+    ];
+  }
+  return 0;
+}
+
+/** The composite type a type name (or OID) names, as {@link tsType} finds it. */
+function compositeOf(schema: Schema, b: string, compositeOid: number | null) {
+  const short = b.includes(".") ? b.slice(b.lastIndexOf(".") + 1) : b;
+  return compositeOid !== null
+    ? schema.composites.get(compositeOid)
+    : [...schema.composites.values()].find((c) =>
+      b === `${c.schema}.${c.name}` || (c.name === short && !b.includes("."))
+    );
 }
 
 /** The type of a column's value, `| null` when nullable. */

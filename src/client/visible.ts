@@ -135,6 +135,8 @@ export function schemaOids(schema: Schema): [number[], number[]] {
 
 const OIDS = new WeakMap<Schema, [number[], number[]]>();
 
+const NONE: ReadonlySet<number> = new Set();
+
 /**
  * A text naming exactly what a {@link Visible} shows (sorted), so that two requests shown the
  * same thing share one generated file.
@@ -151,11 +153,21 @@ export function visibleKey(v: Visible): string {
  * one rule database.json and database.ts both describe by. A relation shows the columns the role
  * may use; a primary key or unique key only when all its columns show; a foreign key only when
  * both relations and all its columns (on either side) show; a computed field or function only
- * when the role may call it ({@link Visible}).
+ * when the role may call it ({@link Visible}); a function as a query root ({@link View.queryable})
+ * only when `/svc` calls it too: not one of `hidden`, the functions `/svc` answers as unknown
+ * (full-control routes, middleware, SSO callbacks: src/query/envelope_functions.ts, the same set
+ * the query parser is given as `hiddenFunctions`).
  */
 export class View {
-  /** The view of `visible` (null: everything) over `schema`. */
-  constructor(readonly schema: Schema, readonly visible: Visible | null) {}
+  /**
+   * The view of `visible` (null: everything) over `schema`, leaving out of the queryable functions
+   * the OIDs in `hidden`.
+   */
+  constructor(
+    readonly schema: Schema,
+    readonly visible: Visible | null,
+    readonly hidden: ReadonlySet<number> = NONE,
+  ) {}
 
   /** Whether the relation shows. */
   relation(r: Relation): boolean {
@@ -165,6 +177,14 @@ export class View {
   /** Whether the function (or computed field, by its OID) shows. */
   func(f: Func | { oid: number }): boolean {
     return this.visible === null || this.visible.functions.has(f.oid);
+  }
+
+  /**
+   * Whether the function shows as one a query may be rooted at (`{"function": …}`): the role may
+   * call it ({@link func}) and `/svc` does not refuse it (`hidden`).
+   */
+  queryable(f: Func): boolean {
+    return !this.hidden.has(f.oid) && this.func(f);
   }
 
   /** Whether a column of a shown relation shows. */

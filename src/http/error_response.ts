@@ -73,7 +73,8 @@ export function statusOfSqlState(code: string): number {
   // Operand types that do not fit (e.g. comparing text with a number), writing a generated column.
   if (["42883", "42804", "42846", "42725", "428C9"].includes(code)) return 400;
   // An object named by a client value that does not exist (a text search configuration, a
-  // reg* function argument): identifiers are checked before SQL, so only values reach here.
+  // reg* function argument): identifiers are checked before SQL, so only values reach here. Raised
+  // inside a function instead, the function named it: 500 (see statusOfPgError).
   if (code === "42704") return 400;
   if (code === "P0001") return 400;
   // A limit of PostgreSQL's a request's values or shape reach (an array nested too deep, a word
@@ -85,6 +86,37 @@ export function statusOfSqlState(code: string): number {
   if (code === "57014") return 504;
   if (code.startsWith("53")) return 503;
   return 500;
+}
+
+/**
+ * Status of a database error: {@link statusOfSqlState}, but an undefined object (42704) raised
+ * inside a function — a PL/pgSQL or SQL function (inlined or not), a route, a trigger — is 500:
+ * the function named the object, not the client. Only one raised by svc's own statement, naming a
+ * client's value, is 400.
+ */
+export function statusOfPgError(code: string, where: string | undefined): number {
+  if (code === "42704" && raisedInFunction(where)) return 500;
+  return statusOfSqlState(code);
+}
+
+/**
+ * A bind parameter's line of an error context, the only one svc's own statement gets: `unnamed
+ * portal parameter $1 = '…'` or `portal "p" parameter $2` (no value). Matched by its end — `$n`,
+ * or a number, then ` = ` and the quoted value (quotes doubled inside, newlines allowed) — which
+ * the translations keep (`paramètre de portail non nommé $1 = '…'`); no function's line ends so.
+ */
+const PARAM_CONTEXT = /[^\n]*(?:\$\d+|\d[^\n]*? = '(?:[^']|'')*')(?=\n|$)/g;
+
+/**
+ * Whether an error's context (its `where` field) shows it was raised inside a function: PostgreSQL
+ * adds a line for each function it ran (`PL/pgSQL function f() line 1 at RETURN`, `SQL function
+ * "f" during inlining`, `SQL function "f" during startup`, …). An error of svc's own statement
+ * has no context, or only the line naming the bind parameter whose input failed (a client's value
+ * bound as regconfig).
+ */
+export function raisedInFunction(where: string | undefined): boolean {
+  if (!where) return false;
+  return where.replace(PARAM_CONTEXT, "").trim() !== "";
 }
 
 /** Converts any thrown value into a SvcError (keeping database details for dev mode). */
@@ -130,7 +162,7 @@ function convert(e: unknown, ctx: ErrorContext): SvcError {
       return err;
     }
     if (/^[0-9A-Z]{5}$/.test(code)) {
-      const status = statusOfSqlState(code);
+      const status = statusOfPgError(code, e.where);
       const message = status >= 500 ? "internal database error" : e.message;
       const details: Record<string, unknown> = {};
       if (status < 500) {

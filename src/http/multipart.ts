@@ -14,6 +14,7 @@
 import { recordUploads } from "./uploads.ts";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import { SvcError } from "../svc_error.ts";
+import { collectPairs } from "../request/body.ts";
 import { encodeBase64 } from "./base64.ts";
 
 /** A file part kept in memory. */
@@ -255,14 +256,10 @@ export async function decodeMultipart(
     await removeFiles(stored);
     throw failure;
   }
-  const body: MultipartBody = {};
-  for (const v of values) {
-    if (v === null) continue;
-    const prev = body[v.name];
-    if (prev === undefined) body[v.name] = v.value;
-    else if (Array.isArray(prev)) prev.push(v.value);
-    else body[v.name] = [prev, v.value];
-  }
+  // Own keys whatever their names (`toString`, `__proto__`).
+  const body: MultipartBody = collectPairs(
+    values.filter((v) => v !== null).map((v) => [v.name, v.value]),
+  );
   if (opts.stream) {
     body.files = stored;
     // What a failed request may remove: these paths, never ones read from a body.

@@ -291,3 +291,21 @@ export function nestedDeeperThan(value: unknown, maxDepth: number): boolean {
   }
   return false;
 }
+
+/**
+ * Gathers key/value pairs (a query string, a urlencoded form, multipart fields) into a record,
+ * repeated keys into arrays in their order: `a=1&a=2` → `{a: ["1", "2"]}`. Collected in a Map and
+ * returned as own data properties (Object.fromEntries), so every key is the client's whatever its
+ * name: `toString` or `constructor` is never read back as an earlier value (an inherited member),
+ * and `__proto__` is a plain key.
+ */
+export function collectPairs<T>(pairs: Iterable<[string, T]>): Record<string, T | T[]> {
+  const out = new Map<string, T | T[]>();
+  for (const [k, v] of pairs) {
+    const prev = out.get(k);
+    if (prev === undefined) out.set(k, v);
+    else if (Array.isArray(prev)) prev.push(v);
+    else out.set(k, [prev, v]);
+  }
+  return Object.fromEntries(out);
+}

@@ -7,6 +7,7 @@
 import { bearerToken } from "../../auth/bearer.ts";
 import { requestCookies, withoutCookie } from "../../auth/cookies.ts";
 import {
+  collectPairs,
   decodeUtf8,
   parseJson,
   readBodyBytes,
@@ -41,16 +42,13 @@ export interface RouteRequest {
   jwt: Record<string, unknown> | null;
 }
 
-/** Collects repeated keys into arrays: `a=1&a=2` → `{a: ["1", "2"]}`. */
+/**
+ * Collects repeated keys into arrays: `a=1&a=2` → `{a: ["1", "2"]}`. Every key a client sends is
+ * an own key of the result ({@link collectPairs}): a name of Object.prototype (`toString`,
+ * `constructor`) is never taken for an earlier value, and `__proto__` is a key like any other.
+ */
 export function collect(pairs: Iterable<[string, string]>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of pairs) {
-    const prev = out[k];
-    if (prev === undefined) out[k] = v;
-    else if (Array.isArray(prev)) prev.push(v);
-    else out[k] = [prev, v];
-  }
-  return out;
+  return collectPairs(pairs);
 }
 
 /** The media type of a Content-Type header, lower-case, without parameters. */
