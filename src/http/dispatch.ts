@@ -19,7 +19,6 @@ import type { PathKind } from "../observe/access.ts";
 import type { Runtime } from "../state/runtime.ts";
 import { routeInfo } from "../state/route_table.ts";
 import { databaseJson } from "../client/database_json.ts";
-import { envelopeFunctions } from "../query/envelope_functions.ts";
 import { databaseTsResponse } from "../client/endpoint.ts";
 import { schemaOids, View, visibleTo } from "../client/visible.ts";
 import { wellKnownUsable } from "../wellknown/usable.ts";
@@ -165,8 +164,6 @@ export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise
           visible,
           wk.list().filter((w) => wellKnownUsable(schema, wk.get(w.name).node, can)),
           routeInfo(ctx.state.routes),
-          // What /svc refuses is not described (the parser's hiddenFunctions).
-          envelopeFunctions(ctx.state, cfg),
         ),
       );
     },
