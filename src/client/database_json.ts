@@ -51,7 +51,7 @@ function relation(view: View, r: Relation) {
 /**
  * Builds the database.json document for what a role may use, `visible` (asked of PostgreSQL at
  * request time, see ./visible.ts; null: all of it). Every function the role may call is listed
- * with its `route` (DECISIONS' shape, docs/endpoint.md), a full-control route's and a middleware's
+ * with its `route` (docs/endpoint.md "GET /svc/database.json"), a full-control route's and a middleware's
  * too: they are called over their route, which database.json describes; `hidden` (the functions
  * `/svc` refuses, src/query/envelope_functions.ts) leaves them out when given.
  */
