@@ -10,7 +10,7 @@
  */
 import { type Config, ConfigError, loadConfigAsync } from "../src/config/load.ts";
 import { loadSecret, SECRET_FILE_NAME, SecretError } from "../src/auth/secret.ts";
-import { Sessions } from "../src/auth/session.ts";
+import { sessionsOf } from "../src/auth/session.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 const DEV_SECRETS = `${root}.tmp/secrets`;
@@ -107,15 +107,7 @@ try {
   fail(`${e.message}${hint}`);
 }
 
-const sessions = new Sessions({
-  secret,
-  algorithm: cfg.jwt.algorithm,
-  maxAge: cfg.jwt.max_age,
-  renewAfter: cfg.jwt.renew_after,
-  maxSessionAge: cfg.jwt.max_session_age,
-  cookieName: cfg.jwt.cookie_name,
-  sameSite: cfg.jwt.same_site,
-});
+const sessions = sessionsOf(cfg.jwt, secret);
 let tok: string;
 try {
   tok = (await sessions.mint({ ...claims, role })).token;

@@ -9,6 +9,7 @@
 import { jwtVerify, SignJWT } from "jose";
 import { BoundedCache } from "../util/bounded_cache.ts";
 import { cookieValues, setCookie } from "./cookies.ts";
+import type { Config } from "../config/load.ts";
 
 /** HMAC algorithms a session may be signed with. */
 export type SessionAlgorithm = "HS256" | "HS384" | "HS512";
@@ -353,4 +354,18 @@ export class Sessions {
       sameSite,
     });
   }
+}
+
+/** The sessions of a configuration's `jwt` section, signed with `secret`. */
+export function sessionsOf(jwt: Config["jwt"], secret: Uint8Array): Sessions {
+  return new Sessions({
+    secret,
+    algorithm: jwt.algorithm,
+    maxAge: jwt.max_age,
+    renewAfter: jwt.renew_after,
+    maxSessionAge: jwt.max_session_age,
+    cookieName: jwt.cookie_name,
+    sameSite: jwt.same_site,
+    secure: jwt.secure,
+  });
 }

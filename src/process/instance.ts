@@ -9,7 +9,7 @@
 import { type Config, connectionString } from "../config/load.ts";
 import { configureLogging, log } from "../observe/log.ts";
 import { loadSecret } from "../auth/secret.ts";
-import { Sessions } from "../auth/session.ts";
+import { sessionsOf } from "../auth/session.ts";
 import { Database, type PoolStats } from "../db/pool.ts";
 import { HealthProbe } from "../db/health.ts";
 import { loadUntilReady, Runtime } from "../state/runtime.ts";
@@ -62,16 +62,7 @@ export async function start(cfg: Config, worker?: WorkerSide): Promise<Server> {
   installProcessGuard();
   const secret = worker?.secret ??
     await loadSecret({ secret: cfg.jwt.secret, secretsDir: cfg.secrets.dir });
-  const sessions = new Sessions({
-    secret,
-    algorithm: cfg.jwt.algorithm,
-    maxAge: cfg.jwt.max_age,
-    renewAfter: cfg.jwt.renew_after,
-    maxSessionAge: cfg.jwt.max_session_age,
-    cookieName: cfg.jwt.cookie_name,
-    sameSite: cfg.jwt.same_site,
-    secure: cfg.jwt.secure,
-  });
+  const sessions = sessionsOf(cfg.jwt, secret);
   configureReadAhead(cfg.http.read_ahead, cfg.http.send_timeout);
   const db = new Database(connectionString(cfg), {
     size: worker?.poolSize ?? cfg.pg.pool_size,
