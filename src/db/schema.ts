@@ -80,6 +80,11 @@ export interface Relation {
   userTriggers: boolean;
   /** It has rules (`pg_class.relhasrules`). */
   hasRules: boolean;
+  /**
+   * A view: whether it leaves rows of its relation out (a `WHERE`, `LIMIT` or `OFFSET` of its own
+   * or of a view under it; src/db/view_keys.ts); undefined when svc cannot tell.
+   */
+  filtersRows?: boolean;
 }
 
 /** A function argument. */

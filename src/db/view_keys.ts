@@ -80,9 +80,18 @@ export function deriveViewKeys(
     return out;
   };
 
+  const filtered = (oid: number, depth: number): boolean | undefined => {
+    const o = origins.get(oid);
+    if (!o || depth >= MAX_DEPTH) return undefined;
+    if (o.filtered) return true;
+    const src = o.source !== null ? byOid.get(o.source) : undefined;
+    return src?.kind === "view" ? filtered(src.oid, depth + 1) : false;
+  };
+
   const views = new Map<Relation, Over[]>();
   for (const view of byOid.values()) {
     if (view.kind !== "view") continue;
+    view.filtersRows = filtered(view.oid, 0);
     const base = baseOf(view.oid, 0);
     if (!base) continue;
     let list = views.get(base.table);

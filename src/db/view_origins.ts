@@ -31,11 +31,22 @@ export interface ViewOrigin {
   columns: Map<number, ColumnOrigin>;
   /** The relation each row of the view is one row of; null when there is no such relation. */
   source: number | null;
+  /** Whether the view leaves rows out (a `WHERE`, `LIMIT` or `OFFSET` of its own). */
+  filtered: boolean;
 }
 
-/** Tokens of node text: `{ } ( )` and atoms (`field` when an unescaped `:` starts it). */
-function tokenize(text: string): { value: string; field: boolean; delim: boolean }[] {
-  const out: { value: string; field: boolean; delim: boolean }[] = [];
+/** A token of node text: `{ } ( )` (`delim`), a datum's bytes (`datum`), or an atom. */
+interface Token {
+  value: string;
+  /** An atom an unescaped `:` starts: a field name. */
+  field: boolean;
+  delim: boolean;
+  datum: boolean;
+}
+
+/** Tokens of node text: `{ } ( )`, datums, and atoms (`field` when an unescaped `:` starts it). */
+function tokenize(text: string): Token[] {
+  const out: Token[] = [];
   let i = 0;
   const n = text.length;
   while (i < n) {
@@ -45,8 +56,17 @@ function tokenize(text: string): { value: string; field: boolean; delim: boolean
       continue;
     }
     if (c === "{" || c === "}" || c === "(" || c === ")") {
-      out.push({ value: c, field: false, delim: true });
+      out.push({ value: c, field: false, delim: true, datum: false });
       i++;
+      continue;
+    }
+    // A datum's bytes (`[ 1 0 0 0 ]`, one number a byte: megabytes for a long literal) are one
+    // token, never read.
+    if (c === "[" && out.length >= 2 && out[out.length - 2].value === ":constvalue") {
+      const end = text.indexOf(" ]", i);
+      if (end < 0) throw new Error("datum without its end");
+      out.push({ value: "[]", field: false, delim: false, datum: true });
+      i = end + 2;
       continue;
     }
     const field = c === ":";
@@ -65,7 +85,7 @@ function tokenize(text: string): { value: string; field: boolean; delim: boolean
       value += d;
       i++;
     }
-    out.push({ value, field, delim: false });
+    out.push({ value, field, delim: false, datum: false });
   }
   return out;
 }
@@ -91,9 +111,7 @@ export function readNodeTree(text: string): TreeValue {
           if (!f.field) throw new Error(`field expected in ${type.value}, got ${f.value}`);
           fields.set(f.value.slice(1), value());
           // A datum's bytes follow its length: `:constvalue 4 [ 1 0 0 0 ]`.
-          if (at < tokens.length && !tokens[at].delim && tokens[at].value === "[") {
-            while (next().value !== "]");
-          }
+          if (at < tokens.length && tokens[at].datum) at++;
         }
         return { type: type.value, fields };
       }
@@ -159,5 +177,8 @@ export function viewOrigins(action: string, viewOid: number): ViewOrigin | null 
     : null;
   const rowForRow = ["hasAggs", "hasTargetSRFs", "groupClause", "groupingSets", "distinctClause"]
     .every((f) => empty(q.get(f))) && empty(q.get("setOperations")) && empty(q.get("havingQual"));
-  return { columns, source: one !== null && one > 0 && rowForRow ? one : null };
+  const jointree = q.get("jointree");
+  const filtered = !(isNode(jointree, "FROMEXPR") && empty(jointree.fields.get("quals"))) ||
+    !empty(q.get("limitCount")) || !empty(q.get("limitOffset"));
+  return { columns, source: one !== null && one > 0 && rowForRow ? one : null, filtered };
 }

@@ -603,6 +603,18 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
     if ((row.action === "update" || row.action === "upsert") && !rel.updatable) {
       notWritable(plan, "updated");
     }
+    // PostgreSQL's ON CONFLICT DO UPDATE through a view does not apply the view's WHERE to the row
+    // it meets: an upsert could change a row the view hides.
+    if (row.action === "upsert" && rel.kind === "view" && rel.filtersRows !== false) {
+      throw new SvcError(
+        "QUERY_NOT_WRITABLE",
+        `${plan.table} is a view that ${
+          rel.filtersRows ? "leaves rows out" : "svc cannot tell leaves no rows out"
+        }: an upsert through it could update a row it hides (ON CONFLICT does not apply the view's ` +
+          "WHERE); use write_mode merge, or upsert the table",
+        { details: { pointer: q.pointer, relation: plan.table } },
+      );
+    }
   }
 }
 

@@ -8,7 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { sqlClient } from "../helpers/sql.ts";
-import { emptyDb, stopDb } from "../helpers/db.ts";
+import { emptyDb, schemaOf, stopDb } from "../helpers/db.ts";
+import { readNodeTree, viewOrigins } from "../../src/db/view_origins.ts";
 import { cookie, now, postSvc, startServer, token } from "../helpers/server.ts";
 
 const SUB = `(current_setting('svc.jwt.claims', true)::jsonb ->> 'sub')`;
@@ -47,11 +48,19 @@ create view api.post_stats with (security_invoker) as
   select post_id, count(*) as n from app.comment group by post_id;
 create view api."odd :name" with (security_invoker) as
   select id as ":id (x)", post_id as "p{o}st\\ id", body from app.comment;
+create table app.tag (id int primary key, name text not null);
+insert into app.tag values (1, 'shown'), (2, 'hidden');
+create view api.tags with (security_invoker) as select id, name from app.tag;
+create view api.shown_tags with (security_invoker) as select id, name from app.tag where id = 1;
+create view api.first_tags with (security_invoker) as select id, name from api.tags order by id limit 1;
+create view api.big_literal as
+  select id, name, repeat('x', 1) || '${"y".repeat(3_000_000)}' as blob from app.tag;
 create view api.keyless_comments with (security_invoker) as select post_id, body from app.comment;
 grant usage on schema api, app to "~anonymous", app_user;
 grant select on all tables in schema api to "~anonymous", app_user;
 grant select on all tables in schema app to "~anonymous", app_user;
 grant insert, update, delete on api.posts, api.comments, app.post, app.comment to app_user;
+grant insert, update on app.tag, api.tags, api.shown_tags, api.first_tags to app_user;
 `;
 
 const uri = await emptyDb("view_keys", FIXTURE);
@@ -147,6 +156,46 @@ Deno.test("an aggregate view gets no keys (400 QUERY_BAD_JOIN); a view without t
     data: [{ post_id: 1, body: "x" }],
   }, alice);
   assert.equal(w.status, 400, JSON.stringify(w.body));
+});
+
+Deno.test("an upsert through a view that leaves rows out is refused; through one that does not, it runs", async () => {
+  // Tag 2 is left out by shown_tags (a WHERE) and first_tags (a LIMIT over a view): ON CONFLICT
+  // would meet it all the same.
+  for (const relation of ["shown_tags", "first_tags"]) {
+    const r = await postSvc(srv, {
+      query: { relation, write_mode: "upsert", select: ["id", "name"] },
+      data: [{ id: 2, name: "changed" }],
+    }, alice);
+    assert.equal(r.status, 400, JSON.stringify(r.body));
+    assert.equal(r.code, "QUERY_NOT_WRITABLE", relation);
+  }
+  assert.deepEqual([...await sql`select name from app.tag where id = 2`], [{ name: "hidden" }]);
+  // A view leaving nothing out upserts as its table does.
+  const ok = await postSvc(srv, {
+    query: { relation: "tags", write_mode: "upsert", select: ["id", "name"] },
+    data: [{ id: 2, name: "renamed" }, { id: 3, name: "new" }],
+  }, alice);
+  assert.equal(ok.status, 200, JSON.stringify(ok.body));
+  assert.deepEqual(ok.body, [{ id: 2, name: "renamed" }, { id: 3, name: "new" }]);
+});
+
+Deno.test("a view holding a 3 MB literal: its datum is skipped whole, its keys derived", async () => {
+  // The literal's bytes were an object each (11 MB of rule text: +300 MiB at every reload).
+  const [{ action }] = await sql<{ action: string }>`
+    select ev_action::text as action from pg_rewrite where ev_class = 'api.big_literal'::regclass`;
+  assert.ok(action.length > 10_000_000);
+  const heap = Deno.memoryUsage().heapUsed;
+  const origin = viewOrigins(action, 0)!;
+  assert.ok(Deno.memoryUsage().heapUsed - heap < 64 * 1024 * 1024, "no object per byte");
+  assert.equal(origin.columns.size, 2);
+  const schema = await schemaOf(uri);
+  assert.deepEqual(schema.relations.get("api.big_literal")!.primaryKey, ["id"]);
+  // A name "[" is a name, not a datum.
+  const tree = readNodeTree(
+    "({TARGETENTRY :resname [ :resno 1} {CONST :constvalue 4 [ 1 0 0 0 ] :location 3})",
+  ) as { fields: Map<string, unknown> }[];
+  assert.equal(tree[0].fields.get("resname"), "[");
+  assert.equal(tree[1].fields.get("location"), "3");
 });
 
 Deno.test("database.json describes the views' keys and foreign keys", async () => {
