@@ -104,12 +104,15 @@ const PARAMETER_NAMES = [
   "arguments",
 ];
 
-/** 400 for an unknown parameter, with "did you mean" for a typo of its last name `head`. */
-function unknownParameter(key: string, head: string): SvcError {
-  const near = closest(head, PARAMETER_NAMES);
+/**
+ * 400 for an unknown parameter `key` (split as `path`), with "did you mean" when its name at `at`
+ * is a typo of a parameter name: the key with that name replaced.
+ */
+function unknownParameter(key: string, path: string[], at: number): SvcError {
+  const near = closest(path[at], PARAMETER_NAMES);
   const hint = near === null
     ? ""
-    : `; did you mean '${key.slice(0, key.length - head.length)}${near}'?`;
+    : `; did you mean '${[...path.slice(0, at), near, ...path.slice(at + 1)].join(".")}'?`;
   return getError(key, `unknown parameter '${key}'${hint}`);
 }
 
@@ -242,14 +245,14 @@ function setField(
     v = head === "on" ? value : argumentValue(value, key);
     define(obj, path.slice(i + 1).join("."), v);
   } else {
-    if (rest !== 0) throw unknownParameter(key, head);
+    if (rest !== 0) throw unknownParameter(key, path, i);
     if (SCALARS.has(head)) v = value;
     else if (head === "limit" || head === "offset") v = integer(value, key);
     else if (head === "select") v = selectValue(value);
     else if (head === "order_by") v = list(value).map(orderTerm);
     else if (head === "distinct_on") v = list(value).map(nameExpr);
     else if (head === "where") v = parseWhere(value, key, maxDepth - depth);
-    else throw unknownParameter(key, head);
+    else throw unknownParameter(key, path, i);
     rel[head] = v;
   }
   if (nestedDeeperThan(v, maxDepth - depth)) throw tooDeep(key, maxDepth);

@@ -237,6 +237,17 @@ Deno.test("GET: errors are said in the GET form's terms: the parameter, 'x' lite
     err("relation=artist&join.a.ordr_by=x").message,
     /did you mean 'join\.a\.order_by'\?/,
   );
+  // The typo is not always the key's last name.
+  const near: Record<string, string> = {
+    "argumnts.a": "arguments.a",
+    "wher.x": "where.x",
+    "joi.x.relation": "join.x.relation",
+    "join.x.onn.a": "join.x.on.a",
+  };
+  for (const [typo, meant] of Object.entries(near)) {
+    const m = err(`relation=artist&${typo}=1`).message;
+    assert.ok(m.endsWith(`did you mean '${meant}'?`), m);
+  }
   // An error of the tree (compiled later) names the parameter and the GET literal.
   const tree = new SvcError(
     "QUERY_UNKNOWN_COLUMN",
