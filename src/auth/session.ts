@@ -9,7 +9,6 @@
 import { jwtVerify, SignJWT } from "jose";
 import { BoundedCache } from "../util/bounded_cache.ts";
 import { cookieValues, setCookie } from "./cookies.ts";
-import type { Config } from "../config/load.ts";
 
 /** HMAC algorithms a session may be signed with. */
 export type SessionAlgorithm = "HS256" | "HS384" | "HS512";
@@ -356,8 +355,19 @@ export class Sessions {
   }
 }
 
+/** The `jwt.*` configuration keys {@link sessionsOf} reads (`cfg.jwt` of src/config/load.ts). */
+export interface JwtSection {
+  algorithm: SessionAlgorithm;
+  max_age: number;
+  renew_after: number;
+  max_session_age: number;
+  cookie_name: string;
+  same_site: SessionConfig["sameSite"];
+  secure: boolean;
+}
+
 /** The sessions of a configuration's `jwt` section, signed with `secret`. */
-export function sessionsOf(jwt: Config["jwt"], secret: Uint8Array): Sessions {
+export function sessionsOf(jwt: JwtSection, secret: Uint8Array): Sessions {
   return new Sessions({
     secret,
     algorithm: jwt.algorithm,
