@@ -275,6 +275,10 @@ export class Database {
   readonly #leaseDeadlineMs: number;
   /** Milliseconds a lease may run statements in all (`transactionTimeout`); 0: no limit. */
   readonly #budgetMs: number;
+  /** `pg.query.transaction_timeout` in milliseconds (0: no limit). */
+  get transactionTimeout(): number {
+    return this.#budgetMs;
+  }
   /** Milliseconds past {@link #budgetMs} before the lease's connection is closed. */
   readonly #graceMs: number;
   /** `pg.stall_timeout` in milliseconds. */

@@ -243,42 +243,61 @@ export async function runAs<T>(
   const lease = db.tryAcquire(who.requestId) ?? await db.acquire(who.signal, who.requestId);
   const role = setRole(who, db.statementTimeoutText);
   tie(who, lease);
-  if (opts.end === "open") return await open(lease, who, role, statements, opts.body);
-  const conn = lease.conn;
-  const end = opts.end === "commit" ? COMMIT : ROLLBACK;
-  if (opts.oneBatch) {
-    let ok = false;
-    const implicit = opts.implicit === true;
-    try {
-      const results = await conn.execute(
-        implicit
-          ? (n === 1 ? [role, statements[0]] : [role, ...statements])
-          : batchOf(role, statements, end),
-      );
-      ok = true;
-      return results;
-    } catch (e) {
-      throw statementError(e, n, implicit ? 1 : PRELUDE);
-    } finally {
-      untie(who, lease);
-      lease.release(ok);
+  try {
+    if (opts.end === "open") return await open(lease, who, role, statements, opts.body);
+    const conn = lease.conn;
+    const end = opts.end === "commit" ? COMMIT : ROLLBACK;
+    if (opts.oneBatch) {
+      let ok = false;
+      const implicit = opts.implicit === true;
+      try {
+        const results = await conn.execute(
+          implicit
+            ? (n === 1 ? [role, statements[0]] : [role, ...statements])
+            : batchOf(role, statements, end),
+        );
+        ok = true;
+        return results;
+      } catch (e) {
+        throw statementError(e, n, implicit ? 1 : PRELUDE);
+      } finally {
+        untie(who, lease);
+        lease.release(ok);
+      }
     }
+    // The end is a batch of its own (its own Sync) in the same write: after a failed statement it
+    // still runs and ends the transaction (PostgreSQL answers the commit of a failed transaction
+    // with ROLLBACK), so no separate rollback follows the error — one round trip either way.
+    const [body, closing] = conn.corked(() => [
+      conn.execute(batchOf(role, statements, null)),
+      conn.execute(end === COMMIT ? COMMIT_ALONE : ROLLBACK_ALONE),
+    ]);
+    const [ran, ended] = await Promise.allSettled([body, closing]);
+    untie(who, lease);
+    const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
+    // Over either way once the end went through: nothing left to roll back.
+    lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
+    if (ran.status === "rejected") throw statementError(ran.reason, n);
+    if (ended.status === "rejected") throw statementError(ended.reason, -1);
+    return ran.value;
+  } catch (e) {
+    throw lease.overBudget ? pastTransactionTimeout(e, db.transactionTimeout) : e;
   }
-  // The end is a batch of its own (its own Sync) in the same write: after a failed statement it
-  // still runs and ends the transaction (PostgreSQL answers the commit of a failed transaction
-  // with ROLLBACK), so no separate rollback follows the error — one round trip either way.
-  const [body, closing] = conn.corked(() => [
-    conn.execute(batchOf(role, statements, null)),
-    conn.execute(end === COMMIT ? COMMIT_ALONE : ROLLBACK_ALONE),
-  ]);
-  const [ran, ended] = await Promise.allSettled([body, closing]);
-  untie(who, lease);
-  const ok = ran.status === "fulfilled" && ended.status === "fulfilled";
-  // Over either way once the end went through: nothing left to roll back.
-  lease.release(ok || (ended.status === "fulfilled" && conn.txStatus === "I"));
-  if (ran.status === "rejected") throw statementError(ran.reason, n);
-  if (ended.status === "rejected") throw statementError(ended.reason, -1);
-  return ran.value;
+}
+
+/**
+ * The failure of a request the pool cancelled past `pg.query.transaction_timeout` (src/db/pool.ts):
+ * its statement's 57014 ("canceling statement due to user request") said as what happened.
+ */
+function pastTransactionTimeout(e: unknown, ms: number): unknown {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (code !== "57014" && code !== "PG_57014") return e;
+  return new SvcError(
+    "PG_57014",
+    `the request's statements ran longer than pg.query.transaction_timeout (${ms} ms) in all: ` +
+      "cancelled",
+    { status: 504 },
+  );
 }
 
 /**

@@ -370,6 +370,10 @@ Deno.test("pg.query.transaction_timeout bounds a request's statements together: 
     const text = await r.text();
     assert.equal(r.status, 504, text);
     assert.equal(r.headers.get("x-svc-errorcode"), "PG_57014");
+    assert.match(
+      JSON.parse(text).message,
+      /longer than pg\.query\.transaction_timeout \(2000 ms\)/,
+    );
     assert.ok(ms < 4000, `answered after ${ms.toFixed(0)} ms`);
     // The one pooled connection is free again at once, for a batch within the budget too.
     const ok = await s.post("/svc", batch.slice(0, 2));
