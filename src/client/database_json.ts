@@ -51,18 +51,16 @@ function relation(view: View, r: Relation) {
 /**
  * Builds the database.json document for what a role may use, `visible` (asked of PostgreSQL at
  * request time, see ./visible.ts; null: all of it). Every function the role may call is listed
- * with its `route` (docs/endpoint.md "GET /svc/database.json"), a full-control route's and a middleware's
- * too: they are called over their route, which database.json describes; `hidden` (the functions
- * `/svc` refuses, src/query/envelope_functions.ts) leaves them out when given.
+ * with its `route` (docs/endpoint.md "GET /svc/database.json"), a full-control route's and a
+ * middleware's too: they are called over their route.
  */
 export function databaseJson(
   schema: Schema,
   visible: Visible | null,
   wellknown: WellKnownInfo[],
   routes: RouteInfo = new Map(),
-  hidden?: ReadonlySet<number>,
 ): Record<string, unknown> {
-  const view = new View(schema, visible, hidden);
+  const view = new View(schema, visible);
   const schemas = new Map<string, { name: string; relations: unknown[]; functions: unknown[] }>();
   const entry = (name: string) => {
     let e = schemas.get(name);
@@ -75,7 +73,7 @@ export function databaseJson(
   }
   for (const fns of schema.functions.values()) {
     for (const f of fns) {
-      if (!view.queryable(f)) continue;
+      if (!view.func(f)) continue;
       entry(f.schema).functions.push({
         name: f.name,
         arguments: f.args.map((a) => ({

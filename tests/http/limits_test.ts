@@ -47,6 +47,18 @@ async function withServer(flags: string[], fn: (s: TestServer) => Promise<void>)
   }
 }
 
+/** POSTs JSON to `url`: the answer's status, error code, Retry-After, body and when it ended. */
+function timedPost(url: string, body: unknown) {
+  return fetch(url, { method: "POST", headers: json, body: JSON.stringify(body) })
+    .then(async (r) => ({
+      status: r.status,
+      code: r.headers.get("x-svc-errorcode"),
+      retry: r.headers.get("retry-after"),
+      at: performance.now(),
+      text: await r.text(),
+    }));
+}
+
 async function activeSleeps(): Promise<number> {
   const out = await psql(
     "select count(*) from pg_stat_activity where state = 'active' " +
@@ -307,20 +319,10 @@ Deno.test("a chunked body with another transfer coding (gzip, chunked) is 415", 
 Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTTP_BUSY past the wait", async () => {
   // Each write's statement takes 2 s; bodies of 100 kB; room for one; waits end at 3 s.
   const write = (i: number) =>
-    fetch(`${s_.url}/svc`, {
-      method: "POST",
-      headers: json,
-      body: JSON.stringify({
-        query: { relation: "sink", select: ["id", "body"] },
-        data: [{ body: String(i).repeat(100_000) }],
-      }),
-    }).then(async (r) => ({
-      status: r.status,
-      code: r.headers.get("x-svc-errorcode"),
-      at: performance.now(),
-      retry: r.headers.get("retry-after"),
-      bytes: (await r.bytes()).length,
-    }));
+    timedPost(`${s_.url}/svc`, {
+      query: { relation: "sink", select: ["id", "body"] },
+      data: [{ body: String(i).repeat(100_000) }],
+    });
   let s_!: TestServer;
   await withServer(
     ["--http.body_budget=150000", "--pg.query.statement_timeout=3000"],
@@ -384,14 +386,7 @@ Deno.test("pg.query.transaction_timeout bounds a request's statements together: 
 
 Deno.test("route bodies share http.body_budget with /svc: one large body at a time here", async () => {
   // Each call takes 2 s; bodies of 100 kB (a route's and a write's); room for one; waits end at 3 s.
-  const send = (path: string, body: unknown) =>
-    fetch(`${s_.url}${path}`, { method: "POST", headers: json, body: JSON.stringify(body) })
-      .then(async (r) => ({
-        status: r.status,
-        code: r.headers.get("x-svc-errorcode"),
-        at: performance.now(),
-        text: await r.text(),
-      }));
+  const send = (path: string, body: unknown) => timedPost(`${s_.url}${path}`, body);
   const take = (i: number) => send("/take", { body: String(i).repeat(100_000) });
   let s_!: TestServer;
   await withServer(

@@ -42,15 +42,6 @@ export interface RouteRequest {
   jwt: Record<string, unknown> | null;
 }
 
-/**
- * Collects repeated keys into arrays: `a=1&a=2` → `{a: ["1", "2"]}`. Every key a client sends is
- * an own key of the result ({@link collectPairs}): a name of Object.prototype (`toString`,
- * `constructor`) is never taken for an earlier value, and `__proto__` is a key like any other.
- */
-export function collect(pairs: Iterable<[string, string]>): Record<string, string | string[]> {
-  return collectPairs(pairs);
-}
-
 /** The media type of a Content-Type header, lower-case, without parameters. */
 export function mediaType(contentType: string | null): string {
   return (contentType ?? "").split(";")[0].trim().toLowerCase();
@@ -112,7 +103,9 @@ export function decodeReadBody(body: ReadBody, maxDepth = Infinity): unknown {
   if (!("bytes" in body)) return body.value;
   const text = decodeUtf8(body.bytes);
   if (isJsonType(body.type)) return parseJson(text, maxDepth);
-  if (body.type === "application/x-www-form-urlencoded") return collect(new URLSearchParams(text));
+  if (body.type === "application/x-www-form-urlencoded") {
+    return collectPairs(new URLSearchParams(text));
+  }
   return text;
 }
 
@@ -145,7 +138,7 @@ export function buildRequest(
     method: req.method,
     path,
     params,
-    query: collect(url.searchParams),
+    query: collectPairs(url.searchParams),
     headers,
     cookies,
     body: null,
