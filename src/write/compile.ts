@@ -159,9 +159,16 @@ export function preorder(plan: WritePlan): PlanNode[] {
 export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): CompiledWrite {
   const checks: Check[] = [];
   const check = (c: Check) => checks.push(c) - 1;
-  /** Per node and row: where its run-time values are (the last statement storing them). */
-  const stored = new Map<number, Map<number, Stored>>();
-  const storedOf = (node: number, row: number) => stored.get(node)?.get(row);
+  /**
+   * Per node, per row: where its run-time values are (the last statement storing them and the
+   * row's position in it; -1: none yet). Arrays, not an object per row: bulk writes.
+   */
+  const stored = new Map<number, { statement: Int32Array; pos: Int32Array }>();
+  const storedOf = (node: number, row: number): Stored | undefined => {
+    const m = stored.get(node);
+    if (!m || m.statement[row] < 0) return undefined;
+    return { statement: m.statement[row], pos: m.pos[row] };
+  };
   /** Per statement that stores: the node's row at each position. */
   const positions = new Map<number, number[]>();
 
@@ -211,8 +218,14 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
     const store = consumed.has(node.id);
     if (store) {
       let m = stored.get(node.id);
-      if (!m) stored.set(node.id, m = new Map());
-      for (const [r, pos] of built.pos) m.set(r, { statement: index, pos });
+      if (!m) {
+        const n = node.rows.length;
+        stored.set(node.id, m = { statement: new Int32Array(n).fill(-1), pos: new Int32Array(n) });
+      }
+      for (let i = 0; i < step.rows.length; i++) {
+        m.statement[step.rows[i]] = index;
+        m.pos[step.rows[i]] = built.pos[i];
+      }
       positions.set(index, built.ords);
     }
     const params: unknown[] = [built.text];
@@ -278,14 +291,21 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
 
   // The root keys in payload order: known ones bound; run-time ones from the setting of the one
   // statement that stored every root row in payload order, else gathered by one more statement.
-  let rootKeys: RootKeys = {
-    columns: [...root.keyColumns],
-    rows: root.rows.map((row) => root.keyColumns.map((c) => literal(row.values.get(c)))),
-  };
-  if (rootRuntime) {
-    const where = root.rows.map((row, r) => staticKey(row) ? null : storedOf(root.id, r));
-    const first = where[0];
-    if (first && where.every((w, r) => w && w.statement === first.statement && w.pos === r)) {
+  let rootKeys: RootKeys = { columns: [...root.keyColumns], rows: [] };
+  if (!rootRuntime) {
+    // Only a read-back needs them.
+    if (readBack) {
+      rootKeys.rows = root.rows.map((row) => root.keyColumns.map((c) => literal(row.value(c))));
+    }
+  } else {
+    const where = (r: number) => staticKey(root.rows[r]) ? undefined : storedOf(root.id, r);
+    const first = where(0);
+    let inOrder = first !== undefined;
+    for (let r = 0; inOrder && r < root.rows.length; r++) {
+      const w = where(r);
+      inOrder = w !== undefined && w.statement === first!.statement && w.pos === r;
+    }
+    if (first && inOrder) {
       rootKeys = {
         columns: [...root.keyColumns],
         rows: [],
@@ -294,8 +314,8 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       };
     } else {
       const entries = root.rows.map((row, r) => {
-        if (staticKey(row)) return [root.keyColumns.map((c) => row.values.get(c)!)];
-        const w = where[r];
+        if (staticKey(row)) return [root.keyColumns.map((c) => row.value(c)!)];
+        const w = where(r);
         if (!w) throw new SvcError("INTERNAL", `write: no value for the key of root row ${r}`);
         return [w.statement, w.pos];
       });
@@ -318,7 +338,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
   }
   // A template holds no key value: every root key is known only at run time, or not at all.
   if (
-    opts.record && root.rows.some((row) => root.keyColumns.some((c) => row.values.get(c) != null))
+    opts.record && root.rows.some((row) => root.keyColumns.some((c) => row.value(c) != null))
   ) {
     opts.record.eligible = false;
   }
@@ -384,9 +404,8 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       const row = node.rows[c.kind === "missing" ? c.rows?.[Number(m[2])] ?? -1 : Number(m[2])];
       if (!row) return e;
       if (c.kind === "update" || (c.kind === "missing" && row.action === "update")) {
-        const key = node.keyColumns.map((k) =>
-          `${k} = ${JSON.stringify(row.values.get(k) ?? null)}`
-        ).join(", ");
+        const key = node.keyColumns.map((k) => `${k} = ${JSON.stringify(row.value(k) ?? null)}`)
+          .join(", ");
         return invalid(
           row.pointer,
           `no row of ${node.table} has the key given (${key}): rows carrying a key are updated, never inserted`,
@@ -481,6 +500,19 @@ export function plainNumber(v: number): string {
   return neg ? `-${out}` : out;
 }
 
+/**
+ * A one-column key's token as a `Map` key: a number for the text of a number (`Map`s hash numbers
+ * several times faster than strings, and a string of digits slowest of all), else its JSON text.
+ * Two tokens give the same key exactly when their JSON texts are equal.
+ */
+function mapKey(token: JsonValue): string | number {
+  if (typeof token === "string") {
+    const n = Number(token);
+    if (Number.isSafeInteger(n) && String(n) === token && !Object.is(n, -0)) return n;
+  }
+  return JSON.stringify(token);
+}
+
 /** The rows of one statement and the run-time values they take. */
 interface BuiltInput {
   /** The input rows as JSON text (an array of objects, see statements.ts), `$1`. */
@@ -489,8 +521,8 @@ interface BuiltInput {
   ords: number[];
   /** [input column, source node, source statement, source column]: one per column and statement. */
   fills: [string, number, number, string][];
-  /** Each row of the step and its position in the input (a merged row: its twin's). */
-  pos: [number, number][];
+  /** Per row of the step (in step order): its position in the input (a merged row: its twin's). */
+  pos: Int32Array;
 }
 
 /**
@@ -507,13 +539,15 @@ function buildInput(
   rec?: { eligible: boolean },
 ): BuiltInput {
   // Each row's JSON text is written in one pass (no object per row, no second walk by
-  // JSON.stringify). A field written twice keeps its last value, as in the jsonb it becomes.
-  const input: string[] = [];
+  // JSON.stringify), as pieces of one text joined once (no string per row). A field written twice
+  // keeps its last value, as in the jsonb it becomes.
+  const parts: string[] = [];
   const ords: number[] = [];
   const fills: [string, number, number, string][] = [];
   const fillIndex = new Set<string>();
-  const pos: [number, number][] = [];
-  const seen = new Map<string, { r: number; body: string; pos: number }>();
+  const pos = new Int32Array(step.rows.length);
+  /** Per key (statements matching by key): the position in the input of the row sent for it. */
+  const seen = new Map<string | number, number>();
   const keyCols = step.kind === "update" || step.kind === "lookup"
     ? node.keyColumns
     : node.conflictColumns;
@@ -524,26 +558,37 @@ function buildInput(
     }
     return w;
   };
+  /** A row's value of `c` as its key compares it: numbers as their text, run-time values by source. */
+  const token = (row: PlanRow, c: string): JsonValue => {
+    const v = row.value(c);
+    if (v !== undefined) return typeof v === "number" ? String(v) : v;
+    const f = row.fills.find((x) => x.column === c);
+    if (!f) return null;
+    const w = source(f);
+    return { "@fill": [w.statement, w.pos, f.from] };
+  };
   // The field names as JSON (`,"name":`), once per statement rather than per row and column.
   const fields = step.columns.map((c) => `,${JSON.stringify(c.name)}:`);
   const flags = step.columns.map((c) => c.flag ? `,${JSON.stringify(`@p:${c.name}`)}:` : "");
-  for (const r of step.rows) {
+  for (let at = 0; at < step.rows.length; at++) {
+    const r = step.rows[at];
     const prow = node.rows[r];
-    let o = `{"@o":${r}`;
+    const start = parts.length;
+    parts.push(ords.length > 0 ? `,{"@o":${r}` : `{"@o":${r}`);
     let sources: Map<string, number> | undefined;
     for (let i = 0; i < step.columns.length; i++) {
       const c = step.columns[i];
       const sends = c.role === "match" || prow.writes.has(c.name);
-      const v = prow.values.get(c.name);
+      const v = prow.value(c.name);
       if (sends && v !== undefined) {
-        const at = rec ? prow.src?.get(c.name) : undefined;
-        if (at !== undefined) o += `${fields[i]}\0${at}\0`;
+        const walk = rec ? prow.src?.get(c.name) : undefined;
+        if (walk !== undefined) parts.push(fields[i], `\0${walk}\0`);
         else {
           if (rec && v !== null) rec.eligible = false;
-          o += fields[i] + (typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
+          parts.push(fields[i], typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
         }
       }
-      if (c.flag) o += flags[i] + prow.writes.has(c.name);
+      if (c.flag) parts.push(flags[i], prow.writes.has(c.name) ? "true" : "false");
       const f = prow.fills.length === 0 ? undefined : prow.fills.find((x) => x.column === c.name);
       if (sends && f && v === undefined) {
         const w = source(f);
@@ -555,42 +600,39 @@ function buildInput(
         (sources ??= new Map()).set(sourceField(w.statement), w.pos);
       }
     }
-    if (sources) { for (const [k, p] of sources) o += `,${JSON.stringify(k)}:${p}`; }
-    o += "}";
+    if (sources) { for (const [k, p] of sources) parts.push(`,${JSON.stringify(k)}:${p}`); }
+    parts.push("}");
     if (step.kind !== "insert") {
-      const token = (c: string): JsonValue => {
-        const v = prow.values.get(c);
-        if (v !== undefined) return typeof v === "number" ? String(v) : v;
-        const f = prow.fills.find((x) => x.column === c);
-        if (!f) return null;
-        const w = source(f);
-        return { "@fill": [w.statement, w.pos, f.from] };
-      };
-      const key = JSON.stringify(keyCols.map(token));
-      const body = JSON.stringify(
-        step.columns.map((c) =>
-          c.role === "match" || prow.writes.has(c.name) ? token(c.name) : null
-        ),
-      );
+      const key = keyCols.length === 1
+        ? mapKey(token(prow, keyCols[0]))
+        : JSON.stringify(keyCols.map((c) => token(prow, c)));
       const first = seen.get(key);
-      if (first) {
-        if (first.body !== body) {
+      if (first !== undefined) {
+        // Only a repeated key makes the rows' values be compared.
+        const body = (row: PlanRow) =>
+          JSON.stringify(
+            step.columns.map((c) =>
+              c.role === "match" || row.writes.has(c.name) ? token(row, c.name) : null
+            ),
+          );
+        const twin = node.rows[ords[first]];
+        if (body(twin) !== body(prow)) {
           throw invalid(
             prow.pointer,
             `two rows of ${node.table} have the same key (${
               keyCols.join(", ")
             }) but different values ` +
-              `(the other is ${node.rows[first.r].pointer})`,
+              `(the other is ${twin.pointer})`,
           );
         }
-        pos.push([r, first.pos]);
+        pos[at] = first;
+        parts.length = start;
         continue;
       }
-      seen.set(key, { r, body, pos: input.length });
+      seen.set(key, ords.length);
     }
-    pos.push([r, input.length]);
-    input.push(o);
+    pos[at] = ords.length;
     ords.push(r);
   }
-  return { text: `[${input.join(",")}]`, ords, fills, pos };
+  return { text: `[${parts.join("")}]`, ords, fills, pos };
 }

@@ -54,7 +54,8 @@ import type { Column, Relation } from "../db/schema.ts";
 import { invalid, SvcError } from "../svc_error.ts";
 import { checkValue, isObject, type JsonValue } from "./values.ts";
 import { buildSteps } from "./steps.ts";
-import type { Fill, PlanNode, PlanRow, WritePlan } from "./plan_types.ts";
+import type { PlanNode, PlanRow, WritePlan } from "./plan_types.ts";
+import { escapePointer as esc, NO_FILLS, NodeRows } from "./plan_rows.ts";
 
 export type { JsonValue } from "./values.ts";
 export type { InputColumn } from "./statements.ts";
@@ -70,21 +71,24 @@ export type {
   WriteStep,
 } from "./plan_types.ts";
 
-/** Escapes a key for a JSON pointer. */
-function esc(key: string): string {
-  return key.replaceAll("~", "~0").replaceAll("/", "~1");
-}
-
 /** A select item seen from the payload. */
 type Item =
   | { kind: "column"; column: Column; readOnly: boolean }
   | { kind: "join"; join: JoinNode; readOnly: boolean }
   | { kind: "ignored" };
 
-interface Input {
-  value: unknown;
-  pointer: string;
-  parentRow: number;
+/**
+ * The payload objects of one query node, as arrays (no object per row): each value, the index of
+ * its parent row (none at the root) and its index in the payload array holding it (none for a
+ * join's one object; the root's: its own index).
+ */
+interface Inputs {
+  values: unknown[];
+  parentRows: number[] | null;
+  places: number[] | null;
+  /** The rows of the parent node and the join's name (null at the root). */
+  up: NodeRows | null;
+  key: string | null;
 }
 
 interface Ctx {
@@ -92,6 +96,8 @@ interface Ctx {
   rec?: PlanRecorder;
   /** The rows' first `writes`: empty, shared by every row of the plan (see {@link withWrite}). */
   noWrites: ReadonlySet<string>;
+  /** The payload's pointer (`/data`). */
+  base: string;
 }
 
 /**
@@ -140,14 +146,15 @@ export function planWrite(
   opts: { readBack?: boolean; record?: PlanRecorder } = {},
 ): WritePlan {
   if (!Array.isArray(data)) throw invalid(pointer, "data must be an array of rows");
-  const ctx: Ctx = { nodes: [], rec: opts.record, noWrites: new Set() };
+  const ctx: Ctx = { nodes: [], rec: opts.record, noWrites: new Set(), base: pointer };
   const root = newNode(ctx, node, null, null, []);
-  const inputs = data.map((value, i): Input => ({
-    value,
-    pointer: `${pointer}/${i}`,
-    parentRow: -1,
-  }));
-  processNode(ctx, root, node, inputs);
+  processNode(ctx, root, node, {
+    values: data,
+    parentRows: null,
+    places: null,
+    up: null,
+    key: null,
+  });
   for (const n of ctx.nodes) n.returning = returningOf(ctx, n);
   // Without a read-back (`returns: none`), a plain insert of one relation needs no column back:
   // an INSERT-only table (no SELECT privilege) can then be written.
@@ -260,7 +267,7 @@ function sameJson(a: unknown, b: unknown): boolean {
  * their joins). Without `plan` (a node under a readonly one, or a `get` join) only the shape is
  * checked.
  */
-function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: Input[]): void {
+function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: Inputs): void {
   const items = itemsOf(q);
   const rel = q.source.kind === "relation" ? q.source.relation : null;
   const table = rel ? tableName(rel) : q.name;
@@ -269,30 +276,25 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
   if (plan?.join?.direction === "outgoing") {
     for (const [childCol] of plan.join.on) keySet.add(childCol);
   }
+  // What the query alone decides is checked before any row is looked at: a write the query
+  // cannot make costs nothing per row.
+  if (plan && plan.written) checkQuery(plan, items, inputs.values.length > 0);
 
   // 1. Shape and column values of each row.
-  const rows: PlanRow[] = [];
-  const joinValues: ReadonlyMap<string, { value: unknown; pointer: string }>[] = [];
-  for (const input of inputs) {
-    if (!isObject(input.value)) {
-      throw invalid(
-        input.pointer,
-        `expected an object (a row of ${q.name}), got ${kindOf(input.value)}`,
-      );
+  const { values, parentRows, places } = inputs;
+  const of = new NodeRows(values.length, inputs.up, inputs.key, ctx.base);
+  const rows = of.rows;
+  // Per join of the select: each row's value of it (`undefined`: the row does not carry it).
+  const joinValues = new Map<string, unknown[]>();
+  const action = plan && !plan.written ? "link" : "insert";
+  for (let i = 0; i < values.length; i++) {
+    const obj = values[i];
+    const parentRow = parentRows ? parentRows[i] : -1;
+    const place = places ? places[i] : parentRows ? -1 : i;
+    const row = of.add(parentRow, place, action, ctx.noWrites);
+    if (!isObject(obj)) {
+      throw invalid(row.pointer, `expected an object (a row of ${q.name}), got ${kindOf(obj)}`);
     }
-    const row: PlanRow = {
-      pointer: input.pointer,
-      parentRow: input.parentRow,
-      action: plan && !plan.written ? "link" : "insert",
-      values: new Map(),
-      writes: ctx.noWrites,
-      fills: NO_FILLS,
-      present: null,
-    };
-    // Made for a row that has join keys only (a row costs what it holds: bulk writes of flat rows
-    // are hundreds of thousands of them).
-    let joins: Map<string, { value: unknown; pointer: string }> | null = null;
-    const obj = input.value;
     const rec = ctx.rec;
     const base = rec ? rec.base.get(obj) : undefined;
     if (rec) row.src = new Map();
@@ -303,14 +305,16 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       const v = obj[key];
       if (!item) {
         throw invalid(
-          pointerOf(input, key),
+          `${row.pointer}/${esc(key)}`,
           `unknown key "${key}": it is not in the select of ${q.name}`,
         );
       }
       if (item.kind === "ignored") continue;
       if (item.kind === "join") {
         if (!item.readOnly) {
-          (joins ??= new Map()).set(key, { value: v, pointer: pointerOf(input, key) });
+          let byRow = joinValues.get(key);
+          if (!byRow) joinValues.set(key, byRow = new Array(values.length));
+          byRow[i] = v;
         }
         continue;
       }
@@ -321,28 +325,26 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       if (!isKey && !writable) continue;
       if (isKey && v === null) continue; // a null key is no key: the row is new
       if (plan.mode !== "readonly" || isKey) {
-        checkValue(table, col, v, input.pointer, key);
+        checkValue(table, col, v, row, key);
         if (rec) {
           if (base === undefined) rec.eligible = false;
-          else rec.checks.push([base + k, table, col, input.pointer, key]);
+          else rec.checks.push([base + k, table, col, row.pointer, key]);
         }
       }
-      const prev = row.values.get(col.name);
+      const prev = row.value(col.name);
       if (rec) {
         if (prev !== undefined || base === undefined) rec.eligible = false;
         else row.src!.set(col.name, base + k);
       }
       if (prev !== undefined && !sameJson(prev, v)) {
         throw invalid(
-          pointerOf(input, key),
+          `${row.pointer}/${esc(key)}`,
           `column "${col.name}" of ${table} is given twice with different values`,
         );
       }
-      row.values.set(col.name, v as JsonValue);
+      row.setValue(col.name, v as JsonValue);
       if (writable && plan.mode !== "readonly") row.writes = withWrite(row.writes, col.name);
     }
-    rows.push(row);
-    joinValues.push(joins ?? NO_JOINS);
   }
   if (plan) plan.rows = rows;
 
@@ -351,15 +353,33 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
   for (const [name, item] of items) {
     if (item.kind === "join") joinItems.push({ name, join: item.join, readOnly: item.readOnly });
   }
+  /** The pointer of row `r`'s value of join `name`. */
+  const joinPointer = (r: number, name: string) => `${rows[r].pointer}/${esc(name)}`;
 
   // 2. Fills from the parent (incoming child: its foreign key ← the parent row's key).
   if (plan && plan.written && plan.join?.direction === "incoming" && plan.parent !== null) {
     const parent = ctx.nodes[plan.parent];
+    // Siblings filled at run time from one parent row take the same fills: the first one's
+    // (never changed in place, as `writes`), not an array and objects per row.
+    let last: { parentRow: number; before: ReadonlySet<string>; after: PlanRow } | null = null;
     for (const row of rows) {
+      if (
+        last && last.parentRow === row.parentRow && last.before === row.writes &&
+        row.fills === NO_FILLS && !row.src
+      ) {
+        for (const [childCol] of plan.join.on) row.deleteValue(childCol);
+        row.fills = last.after.fills;
+        row.writes = last.after.writes;
+        continue;
+      }
+      const before = row.writes;
+      const fresh = row.fills === NO_FILLS;
       const prow = parent.rows[row.parentRow];
       for (const [childCol, parentCol] of plan.join.on) {
         fill(row, childCol, parent, row.parentRow, knownValue(parent, prow, parentCol), parentCol);
       }
+      const runtime = plan.join.on.every(([childCol]) => row.value(childCol) === undefined);
+      last = fresh && runtime ? { parentRow: row.parentRow, before, after: row } : null;
     }
   }
 
@@ -370,25 +390,27 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     const childPlan = plan && plan.written && !ji.readOnly
       ? newNode(ctx, childQ, plan, ji.join, [...plan.path, ji.join.key])
       : null;
-    const childInputs: Input[] = [];
+    const byRow = joinValues.get(ji.name);
+    const child: Inputs = { values: [], parentRows: [], places: null, up: of, key: ji.name };
     const childRowOf: (number | null | undefined)[] = [];
-    for (let r = 0; r < rows.length; r++) {
-      const jv = joinValues[r].get(ji.name);
-      if (!jv) continue;
-      if (jv.value === null) {
+    for (let r = 0; byRow && r < rows.length; r++) {
+      const v = byRow[r];
+      if (v === undefined) continue;
+      if (v === null) {
         childRowOf[r] = null;
         continue;
       }
-      if (!isObject(jv.value)) {
+      if (!isObject(v)) {
         throw invalid(
-          jv.pointer,
-          `expected an object or null (the ${ji.name} of this row), got ${kindOf(jv.value)}`,
+          joinPointer(r, ji.name),
+          `expected an object or null (the ${ji.name} of this row), got ${kindOf(v)}`,
         );
       }
-      childRowOf[r] = childInputs.length;
-      childInputs.push({ value: jv.value, pointer: jv.pointer, parentRow: r });
+      childRowOf[r] = child.values.length;
+      child.values.push(v);
+      child.parentRows!.push(r);
     }
-    processNode(ctx, childPlan, childQ, childInputs);
+    processNode(ctx, childPlan, childQ, child);
     if (!plan || !childPlan) continue;
     for (let r = 0; r < rows.length; r++) {
       const k = childRowOf[r];
@@ -396,13 +418,10 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
       const row = rows[r];
       if (k === null) {
         if (!ji.join.nullable) {
-          throw invalid(
-            `${row.pointer}/${esc(ji.name)}`,
-            `${ji.name} cannot be null: ${table} requires it`,
-          );
+          throw invalid(joinPointer(r, ji.name), `${ji.name} cannot be null: ${table} requires it`);
         }
         for (const [, parentCol] of ji.join.on) {
-          row.values.set(parentCol, null);
+          row.setValue(parentCol, null);
           row.src?.delete(parentCol);
           row.writes = withWrite(row.writes, parentCol);
         }
@@ -432,22 +451,25 @@ function processNode(ctx: Ctx, plan: PlanNode | null, q: RelationNode, inputs: I
     const childPlan = plan && plan.written && !ji.readOnly && childQ.writeMode !== "readonly"
       ? newNode(ctx, childQ, plan, ji.join, [...plan.path, ji.join.key])
       : null;
-    const childInputs: Input[] = [];
-    for (let r = 0; r < rows.length; r++) {
-      const jv = joinValues[r].get(ji.name);
-      if (!jv) continue;
-      if (!Array.isArray(jv.value)) {
+    const byRow = joinValues.get(ji.name);
+    const child: Inputs = { values: [], parentRows: [], places: [], up: of, key: ji.name };
+    for (let r = 0; byRow && r < rows.length; r++) {
+      const v = byRow[r];
+      if (v === undefined) continue;
+      if (!Array.isArray(v)) {
         throw invalid(
-          jv.pointer,
-          `expected an array (the ${ji.name} of this row), got ${kindOf(jv.value)}`,
+          joinPointer(r, ji.name),
+          `expected an array (the ${ji.name} of this row), got ${kindOf(v)}`,
         );
       }
       if (childPlan) (rows[r].present ??= new Set()).add(childPlan.id);
-      jv.value.forEach((value, i) =>
-        childInputs.push({ value, pointer: `${jv.pointer}/${i}`, parentRow: r })
-      );
+      for (let i = 0; i < v.length; i++) {
+        child.values.push(v[i]);
+        child.parentRows!.push(r);
+        child.places!.push(i);
+      }
     }
-    processNode(ctx, childPlan, childQ, childInputs);
+    processNode(ctx, childPlan, childQ, child);
   }
 }
 
@@ -460,18 +482,7 @@ export function knownValue(node: PlanNode, row: PlanRow, col: string): JsonValue
   if (
     row.action === "upsert" && node.keyColumns.includes(col) && !node.conflictColumns.includes(col)
   ) return undefined;
-  return row.values.get(col);
-}
-
-/** The fills of a row that has none (shared: a row's own array is made at its first fill). */
-const NO_FILLS: Fill[] = [];
-
-/** The join values of a row that has none (shared, never written). */
-const NO_JOINS: ReadonlyMap<string, { value: unknown; pointer: string }> = new Map();
-
-/** The JSON pointer of `key` of an input row (built only where it is kept or reported). */
-function pointerOf(input: Input, key: string): string {
-  return `${input.pointer}/${esc(key)}`;
+  return row.value(col);
 }
 
 function kindOf(v: unknown): string {
@@ -489,31 +500,33 @@ function fill(
   known: JsonValue | undefined,
   from: string,
 ): void {
-  row.fills = row.fills.filter((f) => f.column !== column);
+  if (row.fills.length > 0) row.fills = row.fills.filter((f) => f.column !== column);
   if (known !== undefined && known !== null) {
-    row.values.set(column, known);
+    row.setValue(column, known);
     if (row.src) {
       const at = src.rows[srcRow].src?.get(from);
       if (at === undefined) row.src.delete(column);
       else row.src.set(column, at);
     }
   } else {
-    row.values.delete(column);
+    row.deleteValue(column);
     row.src?.delete(column);
-    if (row.fills === NO_FILLS) row.fills = [];
+    if (row.fills === NO_FILLS || row.fills.length === 0) row.fills = [];
     row.fills.push({ column, node: src.id, row: srcRow, from });
   }
   row.writes = withWrite(row.writes, column);
 }
 
 function has(row: PlanRow, col: string): boolean {
-  const v = row.values.get(col);
+  const v = row.value(col);
   return (v !== undefined && v !== null) || row.fills.some((f) => f.column === col);
 }
 
-/** Decides each row's action and checks key presence in the select, mandatory columns, capabilities. */
-function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>): void {
-  const rel = plan.relation;
+/**
+ * Checks what the query of a written node decides alone: its select holds the key (and conflict)
+ * columns; an `insert` node's relation can be inserted into (`rows`: whether it has any).
+ */
+function checkQuery(plan: PlanNode, items: Map<string, Item>, rows: boolean): void {
   const q = plan.query;
   // Key (and conflict) columns must be in the select, or filled by a join of it.
   const selected = new Set<string>();
@@ -539,7 +552,13 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
       { details: { pointer: q.pointer, relation: plan.table, missing } },
     );
   }
+  if (rows && plan.mode === "insert" && !plan.relation.insertable) notWritable(plan, "inserted");
+}
 
+/** Decides each row's action and checks mandatory columns and capabilities. */
+function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>): void {
+  const rel = plan.relation;
+  const q = plan.query;
   const col = (c: string) => rel.columnMap.get(c);
   // A natural key (no default, no identity) cannot tell new rows from existing ones: merge
   // upserts them. A view's columns carry no identity or default information: never natural.
@@ -549,7 +568,18 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
   });
   const conflictAlways = plan.conflictColumns.some((c) => col(c)?.identity === "always");
   const hasAll = (row: PlanRow, cols: string[]) => cols.every((c) => has(row, c));
-  const setsSomething = (row: PlanRow) => [...row.writes].some((c) => !plan.keyColumns.includes(c));
+  // Rows writing the same columns share one `writes` set: what depends only on it is decided
+  // once per set, not once per row.
+  const setsMemo = new Map<ReadonlySet<string>, boolean>();
+  const setsSomething = (row: PlanRow) => {
+    let sets = setsMemo.get(row.writes);
+    if (sets === undefined) {
+      sets = [...row.writes].some((c) => !plan.keyColumns.includes(c));
+      setsMemo.set(row.writes, sets);
+    }
+    return sets;
+  };
+  const complete = new Set<ReadonlySet<string>>();
 
   for (const row of rows) {
     switch (plan.mode) {
@@ -590,14 +620,17 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
           }
         }
       }
-      for (const c of rel.columns) {
-        if (c.mandatory && !row.writes.has(c.name)) {
-          throw new SvcError(
-            "QUERY_MANDATORY_COLUMN_MISSING",
-            `column "${c.name}" of ${plan.table} is mandatory: a row to insert must provide it`,
-            { details: { pointer: row.pointer, relation: plan.table, column: c.name } },
-          );
+      if (!complete.has(row.writes)) {
+        for (const c of rel.columns) {
+          if (c.mandatory && !row.writes.has(c.name)) {
+            throw new SvcError(
+              "QUERY_MANDATORY_COLUMN_MISSING",
+              `column "${c.name}" of ${plan.table} is mandatory: a row to insert must provide it`,
+              { details: { pointer: row.pointer, relation: plan.table, column: c.name } },
+            );
+          }
         }
+        complete.add(row.writes);
       }
     }
     if ((row.action === "update" || row.action === "upsert") && !rel.updatable) {

@@ -33,18 +33,22 @@ export interface Fill {
   from: string;
 }
 
-/** One payload row of a plan node. */
+/** One payload row of a plan node (made by plan_rows.ts: values live in the node's columns). */
 export interface PlanRow {
-  /** JSON pointer of the row in the request. */
-  pointer: string;
+  /** JSON pointer of the row in the request (made on each read: only errors need it). */
+  readonly pointer: string;
   /** Index of the parent row in the parent node's rows (-1 at the root). */
-  parentRow: number;
+  readonly parentRow: number;
   action: RowAction;
   /**
-   * Column values known before execution: payload values (of written and key columns) and
-   * values filled from rows whose values are already known.
+   * The value of `column` known before execution: a payload value (of a written or key column)
+   * or a value filled from a row whose values are already known; `undefined` when none is.
    */
-  values: Map<string, JsonValue>;
+  value(column: string): JsonValue | undefined;
+  /** Sets the known value of `column`. */
+  setValue(column: string, v: JsonValue): void;
+  /** Forgets the known value of `column` (it is filled at run time). */
+  deleteValue(column: string): void;
   /**
    * Columns this row writes: payload columns that are written, and every filled column. Shared by
    * rows that write the same columns (plan.ts `withWrite`): never changed in place.
@@ -58,7 +62,7 @@ export interface PlanRow {
    */
   present: Set<number> | null;
   /**
-   * Only while a plan template is recorded (template.ts): for each column of `values` taken from
+   * Only while a plan template is recorded (template.ts): for each column with a value taken from
    * the payload, the index of that payload value in the walk of the payload.
    */
   src?: Map<string, number>;

@@ -137,7 +137,7 @@ function writeStepsOf(n: PlanNode): RowsStep[] {
   const lookups = n.rows.flatMap((r, i) =>
     r.action === "keep" ||
       r.action === "insert-or-keep" &&
-        n.returning.some((c) => !r.values.has(c) && !r.fills.some((f) => f.column === c))
+        n.returning.some((c) => r.value(c) === undefined && !r.fills.some((f) => f.column === c))
       ? [i]
       : []
   );
@@ -161,10 +161,10 @@ function writeStepsOf(n: PlanNode): RowsStep[] {
  */
 function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
   if (!n.written || (n.mode !== "merge" && n.mode !== "merge-new")) return [];
-  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.values.get(c) != null);
+  const known = (row: PlanRow, cols: string[]) => cols.every((c) => row.value(c) != null);
   const keepOf = () =>
     n.rows.filter((r) => r.action !== "insert" && known(r, n.keyColumns))
-      .map((r) => record(n.keyColumns, r.values));
+      .map((r) => record(n.keyColumns, r));
   const q = n.query;
   if (n.parent === null) {
     if (q.where === null) return [];
@@ -215,7 +215,7 @@ function deleteStepsOf(ctx: Ctx, n: PlanNode): DeleteStep[] {
     : [[byKey, parent.keyColumns], [byConflict, parent.conflictColumns]];
   for (const [rows, match] of groups) {
     if (rows.length === 0) continue;
-    const parents = rows.map((r) => record(match, r.values));
+    const parents = rows.map((r) => record(match, r));
     steps.push({ kind: "delete", node: n.id, parents, match: [...match], keep });
   }
   return steps;
@@ -225,9 +225,9 @@ function sameCols(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((c) => b.includes(c));
 }
 
-function record(cols: string[], values: Map<string, JsonValue>): Record<string, JsonValue> {
+function record(cols: string[], row: PlanRow): Record<string, JsonValue> {
   const o: Record<string, JsonValue> = Object.create(null);
-  for (const c of cols) o[c] = values.get(c) ?? null;
+  for (const c of cols) o[c] = row.value(c) ?? null;
   return o;
 }
 

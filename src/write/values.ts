@@ -21,6 +21,12 @@ const NUMERIC_TEXT = /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i;
 const INTEGER_TEXT = /^\s*[+-]?\d+\s*$/;
 const SPECIAL_FLOAT = /^\s*([+-]?infinity|nan)\s*$/i;
 
+/**
+ * Where a value is in the request: its JSON pointer, or what makes it on demand (a function, or an
+ * object whose `pointer` is made when read, as a plan row's): only a failed check needs it.
+ */
+export type PointerOf = string | (() => string) | { readonly pointer: string };
+
 /** Whether `v` is a plain JSON object (not null, not an array). */
 export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -38,7 +44,7 @@ export function isJson(v: unknown, depth = 0): v is JsonValue {
 
 /**
  * Checks a payload value for `col` of relation `table` (`schema.name`); throws QUERY_INVALID with
- * `pointer` (or what it returns: built only on failure; followed by `/key` when `key` is given)
+ * `pointer` (made only on failure; followed by `/key` when `key` is given)
  * for an obvious mismatch: a value that is not JSON, null for a NOT NULL column, an
  * object or array for a scalar column, a string that is no number for a numeric column, a
  * fraction or out-of-range number for an integer column, a number for a date/time column.
@@ -49,7 +55,7 @@ export function checkValue(
   table: string,
   col: Column,
   v: unknown,
-  pointer: string | (() => string),
+  pointer: PointerOf,
   key?: string,
 ): void {
   // No closure per call: this runs for every payload value.
@@ -98,9 +104,13 @@ export function checkValue(
   }
 }
 
-/** The pointer of a failed value: `pointer` (or what it returns), then `/key` when given. */
-function at(pointer: string | (() => string), key: string | undefined): string {
-  const p = typeof pointer === "string" ? pointer : pointer();
+/** The pointer of a failed value: `pointer` (or what it returns, or its `pointer`), then `/key` when given. */
+function at(pointer: PointerOf, key: string | undefined): string {
+  const p = typeof pointer === "string"
+    ? pointer
+    : typeof pointer === "function"
+    ? pointer()
+    : pointer.pointer;
   return key === undefined ? p : `${p}/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`;
 }
 
@@ -108,7 +118,7 @@ function failed(
   table: string,
   col: Column,
   v: unknown,
-  pointer: string | (() => string),
+  pointer: PointerOf,
   key: string | undefined,
   what: string,
 ): never {

@@ -129,7 +129,7 @@ Deno.test("merge: update rows with key, insert rows without, delete omitted chil
   ]);
   assert.deepEqual(p.nodes[1].rows.map((r) => r.action), ["update", "insert"]);
   // The parent key is known: children get it statically.
-  assert.equal(p.nodes[1].rows[1].values.get("album_id"), 7);
+  assert.equal(p.nodes[1].rows[1].value("album_id"), 7);
   assert.deepEqual(p.nodes[1].rows[1].fills, []);
   const del = p.steps[0];
   assert.equal(del.kind, "delete");
@@ -276,8 +276,8 @@ Deno.test("readonly outgoing join links the parent's foreign key by the object's
       genre: null,
     }],
   );
-  assert.equal(p.root.rows[0].values.get("genre_id"), 4);
-  assert.equal(p.root.rows[1].values.get("genre_id"), null);
+  assert.equal(p.root.rows[0].value("genre_id"), 4);
+  assert.equal(p.root.rows[1].value("genre_id"), null);
   assert.deepEqual(stepSummary(p), ["insert (root)"]);
   assert.equal(p.nodes[1].written, false);
   assert.deepEqual(p.nodes[1].rows.map((r) => r.action), ["link"]);
@@ -317,7 +317,7 @@ Deno.test("outgoing written join: the referenced row first, then the parent's fo
     row: 0,
     from: "artist_id",
   }]);
-  assert.equal(p.root.rows[1].values.get("artist_id"), 5);
+  assert.equal(p.root.rows[1].value("artist_id"), 5);
   // album.artist_id is NOT NULL: the object cannot be null.
   throwsSvc(
     () =>
@@ -417,7 +417,7 @@ Deno.test("type pre-validation names the column", () => {
     tags: ["a"],
     meta: { x: [1] },
   }]);
-  assert.equal(ok.root.rows[0].values.get("unit_price"), "0.99");
+  assert.equal(ok.root.rows[0].value("unit_price"), "0.99");
 });
 
 Deno.test("get items are ignored on write, set items written; generated columns ignored", () => {
@@ -432,7 +432,7 @@ Deno.test("get items are ignored on write, set items written; generated columns 
     },
   });
   const p = planWrite(node, [{ name: "read only", title: "written", ms: 3, len: 99 }]);
-  assert.equal(p.root.rows[0].values.get("name"), "written");
+  assert.equal(p.root.rows[0].value("name"), "written");
   assert.deepEqual([...p.root.rows[0].writes].sort(), ["milliseconds", "name"]);
   // A get-marked mandatory column cannot feed an insert.
   throwsSvc(
@@ -453,7 +453,7 @@ Deno.test("get items are ignored on write, set items written; generated columns 
 
 Deno.test("a column given twice under two names must agree", () => {
   const node = q({ relation: "artist", select: { artist_id: "artist_id", a: "name", b: "name" } });
-  assert.equal(planWrite(node, [{ a: "x", b: "x" }]).root.rows[0].values.get("name"), "x");
+  assert.equal(planWrite(node, [{ a: "x", b: "x" }]).root.rows[0].value("name"), "x");
   throwsSvc(() => planWrite(node, [{ a: "x", b: "y" }]), "QUERY_INVALID", "/data/0/b");
 });
 
@@ -474,6 +474,13 @@ Deno.test("rule 5: a written relation's select must contain its key", () => {
     "/query/join/albums",
   );
   assert.match(e.message, /public\.album.*album_id/);
+  // Decided by the query alone, before any row is looked at: a payload of a million rows (or a
+  // malformed one) costs nothing to refuse.
+  throwsSvc(
+    () => planWrite(q({ relation: "artist", select: ["name"] }), [42, ...Array(1e6).fill({})]),
+    "QUERY_NOT_WRITABLE",
+    "/query",
+  );
   // Readonly joins need no key; foreign keys filled by a join count as selected.
   planWrite(
     q({
