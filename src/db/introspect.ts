@@ -29,7 +29,10 @@ select c.oid::int8 as oid, n.nspname as schema, c.relname as name, c.relkind as 
   obj_description(c.oid, 'pg_class') as comment, pg_get_userbyid(c.relowner) as owner,
   coalesce(c.relacl::text[], '{}') as acl,
   case when c.relkind in ('v','f') then pg_relation_is_updatable(c.oid, true) else 28 end as upd,
-  c.relrowsecurity as rls, c.relhasrules as rules,
+  c.relrowsecurity as rls,
+  case when c.relkind = 'v'
+    then exists (select from pg_rewrite w where w.ev_class = c.oid and w.rulename <> '_RETURN')
+    else c.relhasrules end as rules,
   exists (select from pg_trigger g where g.tgrelid = c.oid and not g.tgisinternal) as triggers
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where c.relkind in ('r','v','m','p','f') and ${SYSTEM}`;

@@ -78,13 +78,20 @@ export interface Relation {
   rowSecurity: boolean;
   /** It has a trigger of its own (`pg_trigger` with `not tgisinternal`: not a foreign key's). */
   userTriggers: boolean;
-  /** It has rules (`pg_class.relhasrules`). */
+  /** It has rules (`pg_class.relhasrules`; a view: rules besides the `_RETURN` that makes it one). */
   hasRules: boolean;
   /**
    * A view: whether it leaves rows of its relation out (a `WHERE`, `LIMIT` or `OFFSET` of its own
    * or of a view under it; src/db/view_keys.ts); undefined when svc cannot tell.
    */
   filtersRows?: boolean;
+  /**
+   * A view each of whose rows is one row of one table, written through as PostgreSQL writes
+   * auto-updatable views (no trigger or rule of its own): its columns carry the facts of the
+   * table's columns they show (nullable, default, identity, generated), and a column that shows
+   * none is read-only (`generated`). src/db/view_keys.ts.
+   */
+  columnsFromTable?: boolean;
 }
 
 /** A function argument. */

@@ -1,9 +1,10 @@
 /**
- * Keys and foreign keys of views, derived from the relations behind them (docs/query.md
- * "Views"): a view each of whose rows is one row of one relation (src/db/view_origins.ts) — a
- * table, or such a view in turn — takes that relation's primary key and unique keys when it shows
- * all of their columns; a foreign key between two tables links every pair of such views (or a
- * view and a table) showing its columns on both sides, both exposed. Pure: no I/O.
+ * Keys, foreign keys and column facts of views, derived from the relations behind them
+ * (docs/query.md "Views"): a view each of whose rows is one row of one relation
+ * (src/db/view_origins.ts) — a table, or such a view in turn — takes that relation's primary key
+ * and unique keys when it shows all of their columns, and (with no trigger or rule on the way)
+ * the facts of the table's columns it shows; a foreign key between two tables links every pair of
+ * such views (or a view and a table) showing its columns on both sides, both exposed. Pure: no I/O.
  *
  * @module
  */
@@ -88,6 +89,15 @@ export function deriveViewKeys(
     return src?.kind === "view" ? filtered(src.oid, depth + 1) : false;
   };
 
+  /** Whether writes reach the table as PostgreSQL's auto-updatable views send them: no view on the way has a trigger or rule. */
+  const writtenThrough = (oid: number, depth: number): boolean => {
+    const v = byOid.get(oid);
+    if (!v || v.kind !== "view") return v !== undefined;
+    if (v.userTriggers || v.hasRules || depth >= MAX_DEPTH) return false;
+    const src = origins.get(oid)?.source;
+    return src != null && writtenThrough(src, depth + 1);
+  };
+
   const views = new Map<Relation, Over[]>();
   for (const view of byOid.values()) {
     if (view.kind !== "view") continue;
@@ -101,6 +111,7 @@ export function deriveViewKeys(
       cols.length > 0 && cols.every((c) => base.columns.has(c))
         ? cols.map((c) => base.columns.get(c)!)
         : null;
+    if (writtenThrough(view.oid, 0)) takeColumnFacts(view, base);
     const pk = shown(base.table.primaryKey);
     if (view.primaryKey.length === 0 && pk) view.primaryKey = pk;
     for (const u of base.table.unique) {
@@ -137,4 +148,30 @@ export function deriveViewKeys(
       }
     }
   }
+}
+
+/**
+ * A view over one table row for row, written as PostgreSQL writes an auto-updatable view: an
+ * omitted column takes the view's own default, else the table's; a NOT NULL column refuses null;
+ * identity and generated columns stay what they are; a column computed by the view is not
+ * updatable. Its columns are given those facts (the catalogs record none of them for a view).
+ */
+function takeColumnFacts(view: Relation, base: Base): void {
+  const shows = new Map<string, string>();
+  for (const [t, v] of base.columns) shows.set(v, t);
+  for (const c of view.columns) {
+    const from = shows.get(c.name);
+    const t = from === undefined ? undefined : base.table.columnMap.get(from);
+    if (!t) {
+      c.generated = true;
+      c.mandatory = false;
+      continue;
+    }
+    c.nullable = t.nullable;
+    c.hasDefault = c.hasDefault || t.hasDefault;
+    c.identity = t.identity;
+    c.generated = t.generated;
+    c.mandatory = !c.nullable && !c.hasDefault && c.identity === null && !c.generated;
+  }
+  view.columnsFromTable = true;
 }

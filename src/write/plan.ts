@@ -33,7 +33,8 @@
  *   that the payload omits (the `where` scopes the root as the foreign key scopes a child; with
  *   limit/offset/distinct_on too: QUERY_NOT_WRITABLE); without `where` the root deletes nothing.
  *   Outgoing joins never delete the referenced row.
- *   A view's key is never treated as natural (its columns carry no default/identity information).
+ *   A view's key is natural only when its columns take their facts from its table
+ *   (Relation.columnsFromTable).
  * - Deletes: for each parent row that may exist (updated, kept, upserted) and whose payload carries
  *   the join (an empty array deletes every child), children not carried by key anywhere under the
  *   node are deleted (a child moved to another parent of the payload is updated, not deleted).
@@ -561,11 +562,13 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
   const q = plan.query;
   const col = (c: string) => rel.columnMap.get(c);
   // A natural key (no default, no identity) cannot tell new rows from existing ones: merge
-  // upserts them. A view's columns carry no identity or default information: never natural.
-  const natural = rel.kind !== "view" && plan.keyColumns.every((c) => {
-    const k = col(c);
-    return k !== undefined && k.identity === null && !k.hasDefault && !k.generated;
-  });
+  // upserts them. A view's columns carry that information only when taken from its table
+  // (Relation.columnsFromTable); else its key is never natural.
+  const natural = (rel.kind !== "view" || rel.columnsFromTable === true) &&
+    plan.keyColumns.every((c) => {
+      const k = col(c);
+      return k !== undefined && k.identity === null && !k.hasDefault && !k.generated;
+    });
   const conflictAlways = plan.conflictColumns.some((c) => col(c)?.identity === "always");
   const hasAll = (row: PlanRow, cols: string[]) => cols.every((c) => has(row, c));
   // Rows writing the same columns share one `writes` set: what depends only on it is decided

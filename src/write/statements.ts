@@ -277,12 +277,28 @@ export function updateStatement(spec: RowsSpec): string {
 }
 
 /** The INSERT … ON CONFLICT forms, joined back to the input by the conflict columns. */
-function conflictInsert(spec: RowsSpec, action: string, inserted: string | null): string {
+/**
+ * How an upsert tells inserted rows from updated ones: by an expression of the returned row
+ * (a table's `xmax`), or, through a view (no system columns), by whether the statement's snapshot
+ * — which never sees the statement's own writes — held a row with the returned conflict values.
+ */
+type Inserted = { returning: string } | "unseen" | null;
+
+function conflictInsert(spec: RowsSpec, action: string, inserted: Inserted): string {
   const t = spec.target;
   const names = spec.columns.map((c) => ident(c.name));
   const back = t.conflictColumns.map((c, i) => `t.${ident(c)} AS "@m${i}"`);
   const on = t.conflictColumns.map((c, i) => `w."@m${i}" = x.${ident(c)}`).join(" AND ");
-  const ret = [...(inserted ? [`${inserted} AS "@ins"`] : []), ...back, returning(t)];
+  const ret = [
+    ...(inserted && inserted !== "unseen" ? [`${inserted.returning} AS "@ins"`] : []),
+    ...back,
+    returning(t),
+  ];
+  const ins = inserted === "unseen"
+    ? `NOT EXISTS (SELECT FROM ${qname(t)} AS e WHERE ${
+      t.conflictColumns.map((c, i) => `e.${ident(c)} = w."@m${i}"`).join(" AND ")
+    })`
+    : `w."@ins"`;
   const insert = `INSERT INTO ${qname(t)} AS t (${names.join(", ")}) SELECT ${
     names.map((n) => `x.${n}`).join(", ")
   } FROM x${spec.single ? "" : ` ORDER BY x."@o"`} ON CONFLICT (${
@@ -292,7 +308,7 @@ function conflictInsert(spec: RowsSpec, action: string, inserted: string | null)
   const written = spec.store ? `w."@m0" IS NOT NULL` : "true";
   const count = (cond: string) => `count(*) FILTER (WHERE ${cond})::int`;
   const counts = inserted
-    ? `${count(`${written} AND w."@ins"`)} AS "i", ${count(`${written} AND NOT w."@ins"`)} AS "u"`
+    ? `${count(`${written} AND ${ins}`)} AS "i", ${count(`${written} AND NOT ${ins}`)} AS "u"`
     : `${count(written)} AS "i", 0 AS "u"`;
   const store = spec.store ? `, ${storeExpr(spec, "w", `x."@o"`, written)}` : "";
   return `WITH x AS (${input(spec)}), w AS (${insert}) SELECT ${counts}, 0 AS "d"${store} FROM ${
@@ -313,9 +329,9 @@ export function upsertStatement(spec: RowsSpec): string {
   // With nothing else to set, set a conflict column to itself so that RETURNING yields the row.
   if (set.length === 0) set = [t.conflictColumns[0]];
   const action = `DO UPDATE SET ${set.map((c) => `${ident(c)} = EXCLUDED.${ident(c)}`).join(", ")}`;
-  // xmax is 0 on a freshly inserted row version; a view has no xmax (its rows count as updated).
+  // xmax is 0 on a freshly inserted row version; a view has no xmax.
   const isTable = t.relation.kind === "table" || t.relation.kind === "partitioned_table";
-  return conflictInsert(spec, action, isTable ? "(t.xmax = 0)" : "false");
+  return conflictInsert(spec, action, isTable ? { returning: "(t.xmax = 0)" } : "unseen");
 }
 
 /** `INSERT … ON CONFLICT (key) DO NOTHING`: returns the inserted rows only. */
