@@ -1,7 +1,8 @@
 /**
  * Exposed schemas (`pg.schemas`): the introspected model keeps only the relations, functions
  * (routes and computed fields included), foreign keys between kept relations, and cast targets of
- * those schemas (pg_catalog's data types stay castable). Everything downstream — the query
+ * those schemas (pg_catalog's data types stay castable, and so does another schema's type that a
+ * kept column or function argument has). Everything downstream — the query
  * compiler and its "did you mean" suggestions, routes, well-known queries, database.json and
  * database.ts — reads the model, so an object outside them answers exactly like one that does
  * not exist (404 QUERY_UNKNOWN_RELATION, 400 QUERY_UNKNOWN_TYPE).
@@ -42,11 +43,21 @@ export function exposeSchemas(schema: Schema, exposed: readonly string[] | undef
   }
   if (schema.castTargets) {
     const oids = new Set([...schema.relations.values()].map((r) => r.oid));
+    // A type of another schema that an exposed column or function argument has (an enum or a
+    // domain kept with the tables, say) is named by database.json already: it stays castable.
+    const used = new Set<string>();
+    const use = (type: string) => used.add(type.replace(/(\[\])+$/, ""));
+    for (const rel of schema.relations.values()) for (const c of rel.columns) use(c.type);
+    for (const fns of schema.functions.values()) {
+      for (const f of fns) for (const a of f.args) use(a.type);
+    }
+    const usedTargets = new Set(
+      [...schema.castTargets].filter(([name]) => used.has(name)).map(([, t]) => t),
+    );
     for (const [name, t] of schema.castTargets) {
       const relation = t.relation === undefined || oids.has(t.relation);
-      if ((t.schema !== "pg_catalog" && !shown(t.schema)) || !relation) {
-        schema.castTargets.delete(name);
-      }
+      const hidden = t.schema !== "pg_catalog" && !shown(t.schema) && !usedTargets.has(t);
+      if (hidden || !relation) schema.castTargets.delete(name);
     }
   }
   if (schema.tsConfigs) {

@@ -10,7 +10,14 @@ import { startServer, type TestServer } from "../helpers/server.ts";
 import { loadConfig } from "../../src/config/load.ts";
 
 const fixture = await Deno.readTextFile(new URL("../fixtures/bearer.sql", import.meta.url));
-const uri = await emptyDb("exposed", fixture);
+// A type kept in the unexposed schema that an exposed column has (database.json names it).
+const level = `
+create type private.level as enum ('low', 'high');
+create table ticket (id int primary key, level private.level not null);
+insert into ticket values (1, 'high');
+grant select on ticket to "~anonymous";
+`;
+const uri = await emptyDb("exposed", fixture + level);
 const all = await startServer(uri, ["--http.typescript.enable=true"]);
 const pub = await startServer(uri, ["--http.typescript.enable=true", "--pg.schemas=public"]);
 
@@ -91,6 +98,15 @@ Deno.test("pg.schemas=public: routes, computed fields, joins and casts of other 
   const refused = await post(pub, cast);
   assert.equal(refused.status, 400, JSON.stringify(refused.body));
   assert.equal(refused.code, "QUERY_UNKNOWN_TYPE");
+  // …but one an exposed column has stays castable: a value compared with the column as its type.
+  const byLevel = {
+    relation: "ticket",
+    select: ["id"],
+    where: ["=", "level", ["cast", ["high"], "private.level"]],
+  };
+  const levelled = await post(pub, byLevel);
+  assert.equal(levelled.status, 200, JSON.stringify(levelled.body));
+  assert.deepEqual(levelled.body, [{ id: 1 }]);
 });
 
 Deno.test("pg.schemas=public: database.json and database.ts leave the other schema out", async () => {
