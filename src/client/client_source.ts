@@ -5,7 +5,10 @@
  * `META` table) is appended by generate.ts. No imports; runs on fetch only.
  */
 
-/** TypeScript source of the fixed part (kept free of backticks and template placeholders). */
+/** The `"-name"` order term's type: a template literal type, which String.raw cannot hold. */
+const DESC = "`-${N}`";
+
+/** TypeScript source of the fixed part (kept free of backticks and placeholders but DESC's). */
 export const CLIENT_SOURCE = String.raw`
 /** Any JSON value. */
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -67,6 +70,7 @@ export type Expr<N extends string, J extends string, X = never> =
 
 type OrderTerm<N extends string, J extends string, X> =
   | Expr<N, J, X>
+  | ${DESC}
   | readonly ["asc" | "desc", Expr<N, J, X>, ("nulls_first" | "nulls_last")?];
 
 /** The join-reaching expression forms allowed by a query's joins. */
