@@ -86,6 +86,8 @@ export interface SetupRoles {
   anonymousRole: string;
   /** The connecting user (`pg.user`, or the user of `pg.uri`); default `svc_authenticator`. */
   authenticator?: string;
+  /** `pg.schemas`: the schemas the grants name (default `public`). */
+  schemas?: string[];
 }
 
 /**
@@ -97,6 +99,13 @@ export function setupSql(opts: SetupRoles & { store?: string }): string {
   const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
   const anon = opts.anonymousRole;
   const auth = opts.authenticator ?? "svc_authenticator";
+  const schemas = opts.schemas && opts.schemas.length > 0 ? opts.schemas : ["public"];
+  /** A schema's name as SQL: bare when it needs no quotes. */
+  const ns = (name: string) => /^[a-z_][a-z0-9_]*$/.test(name) ? name : q(name);
+  /** One line per exposed schema. */
+  const each = (line: (schema: string) => string) =>
+    schemas.map((name) => line(ns(name))).join("\n");
+  const named = schemas.length === 1 ? `the ${schemas[0]} schema` : "the exposed schemas";
   return `-- svc production setup: run as a superuser (or a role with CREATEROLE), then adapt.
 -- svc connects as the authenticator and switches to each request's role with
 -- set_config('role', …): the authenticator must be a member of every such role, and NOINHERIT so
@@ -111,23 +120,34 @@ do $$ begin
 end $$;
 grant ${q(anon)} to ${q(auth)};
 
--- What anonymous requests may do: grant only that (example: read the public schema).
-grant usage on schema public to ${q(anon)};
--- grant select on all tables in schema public to ${q(anon)};
+-- What anonymous requests may do: grant only that (example: read ${named}).
+${each((s) => `grant usage on schema ${s} to ${q(anon)};`)}
+${each((s) => `-- grant select on all tables in schema ${s} to ${q(anon)};`)}
 
 -- Every role a session token may carry (its "role" claim) must be granted to the authenticator.
 -- An example to adapt, commented out like the line above (run this file with psql -d <db> in the
 -- database svc serves: grants on a schema's tables and sequences apply to that database only):
 -- create role app_user nologin;
--- grant usage on schema public to app_user;
--- grant select, insert, update, delete on all tables in schema public to app_user;
+${each((s) => `-- grant usage on schema ${s} to app_user;`)}
+${each((s) => `-- grant select, insert, update, delete on all tables in schema ${s} to app_user;`)}
 -- Inserting into a serial column calls nextval() on its sequence (identity columns need nothing):
--- grant usage on all sequences in schema public to app_user;
+${each((s) => `-- grant usage on all sequences in schema ${s} to app_user;`)}
 -- "all tables" and "all sequences" mean those that exist now; for the ones created later by the
 -- role running this file (add "for role <owner>" after "alter default privileges" for another):
--- alter default privileges in schema public grant select, insert, update, delete on tables to app_user;
--- alter default privileges in schema public grant usage on sequences to app_user;
--- grant app_user to ${q(auth)};
+${
+    each((s) =>
+      `-- alter default privileges in schema ${s} grant select, insert, update, delete on tables to app_user;`
+    )
+  }
+${each((s) => `-- alter default privileges in schema ${s} grant usage on sequences to app_user;`)}
+-- grant app_user to ${q(auth)};${
+    opts.schemas && opts.schemas.length > 0
+      ? `
+-- Views with security_invoker over tables in an unexposed schema (docs/security.md) run with the
+-- caller's privileges: each role also needs USAGE on that schema and its privileges on the
+-- tables and sequences behind the views (the same lines with that schema's name).`
+      : ""
+  }
 
 -- Then start svc with --pg.uri=postgres://${auth}:…@host/db (and --pg.query.anonymous_role=${anon}
 -- if you chose another name).

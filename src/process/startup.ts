@@ -25,7 +25,7 @@ export function announce(cfg: Config, port: number): void {
 /**
  * The roles of the configuration on the command line and in the environment, for
  * --print-setup-sql: the anonymous role and the authenticator, which is `pg.user` or the user
- * named in `pg.uri` (else `svc_authenticator`). A configuration svc would refuse to start with
+ * named in `pg.uri` (else `svc_authenticator`), and the exposed schemas (`pg.schemas`). A configuration svc would refuse to start with
  * (an unknown or misspelled key, a bad value) throws its ConfigError: printing the roles of a
  * configuration read wrong would name the wrong ones.
  */
@@ -37,7 +37,11 @@ export function setupRoles(args: string[] = Deno.args): SetupRoles {
       user = decodeURIComponent(new URL(cfg.pg.uri).username) || undefined;
     } catch { /* not a URL: keep the default */ }
   }
-  return { anonymousRole: cfg.pg.query.anonymous_role, authenticator: user };
+  return {
+    anonymousRole: cfg.pg.query.anonymous_role,
+    authenticator: user,
+    schemas: cfg.pg.schemas,
+  };
 }
 
 /** `sso.store` of the configuration on the command line (for --print-setup-sql). */

@@ -1,7 +1,8 @@
 /**
  * Every shell example of the README runs, exactly as written, against `deno task dev` (the quick
  * start's own command, on its default port 8080, with a fresh private cluster in a temporary
- * `SVC_DEV_DIR`). The ```sh blocks run in order in one bash session in the repository (a cookie
+ * `SVC_DEV_DIR`). The top-level ```sh blocks run in order in one bash session in the repository
+ * (the indented ones of "Your own database" are for the reader's own database, not run; a cookie
  * jar written by one block is read by the next). Commands are not rewritten: each curl's HTTP
  * status is taken through a `.curlrc` (`CURL_HOME`) that adds a `--write-out` to stderr.
  *

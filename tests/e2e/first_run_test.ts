@@ -77,6 +77,15 @@ Deno.test("--print-setup-sql runs in a real database, its session-role example g
   assert.match(member, /\bt\b/);
 });
 
+Deno.test("--print-setup-sql grants on the exposed schemas (pg.schemas), not public", async () => {
+  const out = await runSvc(["--print-setup-sql", "--pg.schemas=api,Other"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.match(out.stdout, /^grant usage on schema api to "~anonymous";$/m);
+  assert.match(out.stdout, /^grant usage on schema "Other" to "~anonymous";$/m);
+  assert.match(out.stdout, /^-- grant usage on all sequences in schema api to app_user;$/m);
+  assert.doesNotMatch(out.stdout, /schema public/);
+});
+
 Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.uri's user)", async () => {
   const byUser = await runSvc(["--print-setup-sql", "--pg.user=x"]);
   assert.equal(byUser.code, 0, byUser.stderr);
