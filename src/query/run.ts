@@ -18,7 +18,7 @@ import { planAndCompileWrite, type PlanCompileOptions } from "../write/template.
 import {
   executeWrite,
   explained,
-  explainOutput,
+  planEntry,
   toSend,
   type WriteResult,
   writeResult,
@@ -441,7 +441,7 @@ function writeOutput(
     out.query_plan = !want.plan
       ? []
       : backPlan
-      ? [...wr.plans, { path: [], plan: explainOutput(backPlan) }]
+      ? [...wr.plans, planEntry([], backPlan)]
       : [...wr.plans];
   }
 }

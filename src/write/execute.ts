@@ -19,7 +19,8 @@ export interface SqlResult {
 /** Plan of one statement, captured with `EXPLAIN (ANALYZE, FORMAT JSON)` (ComplexResult `query_plan`). */
 export interface PlanResult {
   path: string[];
-  plan: unknown;
+  /** The members of the statement's EXPLAIN (FORMAT JSON) object (`Plan`, `Execution Time`, …). */
+  [member: string]: unknown;
 }
 
 /** What a write produced. */
@@ -78,9 +79,7 @@ export function writeResult(w: CompiledWrite, results: Row[][], opts: WriteOptio
   return {
     stats: opts.queryPlan ? [] : w.stats(results),
     sql: opts.sql ? w.statements.map((s) => ({ path: s.path, select: s.sql })) : [],
-    plans: opts.queryPlan
-      ? w.statements.map((s, i) => ({ path: s.path, plan: explainOutput(results[i] ?? []) }))
-      : [],
+    plans: opts.queryPlan ? w.statements.map((s, i) => planEntry(s.path, results[i] ?? [])) : [],
     rootKeys: w.rootKeys,
     ...(w.answer === undefined ? {} : { answer: results[w.answer] ?? [] }),
   };
@@ -121,6 +120,17 @@ export function firstFailure(settled: PromiseSettledResult<unknown>[]): unknown 
     if ((x.reason as { code?: string } | null)?.code !== "25P02") return x.reason;
   }
   return first?.reason;
+}
+
+/**
+ * A `query_plan` entry of a write's statement: its EXPLAIN (FORMAT JSON) object, as a read's
+ * entry is, with the statement's `path` added (docs/endpoint.md).
+ */
+export function planEntry(path: string[], rows: Row[]): PlanResult {
+  const plan = explainOutput(rows);
+  return typeof plan === "object" && plan !== null && !Array.isArray(plan)
+    ? { path, ...plan }
+    : { path, plan };
 }
 
 /** The plan object of `EXPLAIN (FORMAT JSON)` output (one row, one column holding a one-element array). */

@@ -243,9 +243,12 @@ Deno.test("query_plan on a write returns ANALYZE plans and the write persists", 
   });
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.ok(r.body.query_plan.length >= 1);
+  // Each entry is the statement's EXPLAIN object, as a read's, with its path added (no wrapper).
+  assert.deepEqual(r.body.query_plan[0].path, []);
+  assert.ok(!("plan" in r.body.query_plan[0]), Object.keys(r.body.query_plan[0]).join(","));
   assert.ok(
-    "Actual Total Time" in r.body.query_plan[0].plan.Plan ||
-      "Actual Rows" in r.body.query_plan[0].plan.Plan,
+    "Actual Total Time" in r.body.query_plan[0].Plan ||
+      "Actual Rows" in r.body.query_plan[0].Plan,
   );
   assert.equal((await sql`select count(*)::int as n from genre where name = 'Planned'`)[0].n, 1);
 });
@@ -267,7 +270,7 @@ Deno.test("query_plan on a write has a plan per statement the sql flag lists, th
     const paths = (xs: { path: string[] }[]) => xs.map((x) => x.path);
     assert.deepEqual(paths(body.query_plan), paths(body.sql));
     assert.deepEqual(paths(body.query_plan), [[], ["albums"], ["albums", "tracks"], []]);
-    const readBack = body.query_plan[3].plan;
+    const readBack = body.query_plan[3];
     assert.ok("Actual Rows" in readBack.Plan, JSON.stringify(readBack).slice(0, 300));
     // The answer is still the rows read back.
     assert.equal(body.result[0].albums[0].tracks[0].name, "t");

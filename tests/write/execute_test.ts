@@ -545,8 +545,8 @@ Deno.test("query_plan: ANALYZE plans per statement, and the write persists", asy
   assert.equal(res.plans.length, 3);
   assert.deepEqual(res.plans.map((p) => p.path), [[], ["albums"], ["albums", "tracks"]]);
   for (const p of res.plans) {
-    const plan = p.plan as Record<string, unknown>;
-    assert.ok(plan.Plan, "EXPLAIN output object");
+    const plan = p as Record<string, unknown>;
+    assert.ok(plan.Plan, "EXPLAIN output object, its path added");
     assert.equal(typeof plan["Execution Time"], "number", "ANALYZE ran");
   }
   assert.deepEqual(res.sql, []);
