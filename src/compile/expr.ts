@@ -78,8 +78,16 @@ const TYPE_ALIASES: Record<string, string> = {
   dec: "numeric",
 };
 
-/** Resolves a bare name: column, then computed field. */
-export function resolveName(scope: Scope, name: string, pointer: string): Expr {
+/**
+ * Resolves a bare name: column, then computed field. `otherwise`: the hint of an unknown name
+ * when no known name is close (default: how a string literal is written).
+ */
+export function resolveName(
+  scope: Scope,
+  name: string,
+  pointer: string,
+  otherwise = `; a string literal is written ${JSON.stringify([name])}`,
+): Expr {
   const column = scope.columns.get(name);
   if (column) return { kind: "column", scope: scope.alias, column };
   const cf = scope.computed.get(name);
@@ -100,10 +108,7 @@ export function resolveName(scope: Scope, name: string, pointer: string): Expr {
     pointer,
     name,
     scopeCandidates(scope, { computed: true, joins: true }),
-    (hint) =>
-      `unknown column '${name}'${
-        hint || `; a string literal is written ${JSON.stringify([name])}`
-      }`,
+    (hint) => `unknown column '${name}'${hint || otherwise}`,
   );
 }
 

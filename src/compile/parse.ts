@@ -33,6 +33,17 @@ import { parseDistinctOn, parseOrderBy, parseSelect } from "./select.ts";
 
 export { argumentOf, type ParseOptions, ptr, sourceColumns } from "./parse_common.ts";
 
+/** Fields of a ComplexQuery (a request around a query) that a Relation does not take. */
+const REQUEST_FLAGS = new Set([
+  "query",
+  "data",
+  "count",
+  "stats",
+  "sql",
+  "query_plan",
+  "rollback",
+  "returns",
+]);
 const ROOT_FIELDS = new Set([
   "relation",
   "schema",
@@ -108,7 +119,11 @@ function parseNode(
   for (const k of Object.keys(tree)) {
     if (!allowed.has(k)) {
       // Field names are svc's own, public: a hint is safe to give anyone.
-      throw invalid(ptr(pointer, k), `unknown relation field '${k}'${didYouMean(k, allowed)}`);
+      const flag = !joined && REQUEST_FLAGS.has(k)
+        ? `; '${k}' is a field of the request, beside its query: ` +
+          `{"query": {"relation": …}, ${JSON.stringify(k)}: …}`
+        : didYouMean(k, allowed);
+      throw invalid(ptr(pointer, k), `unknown relation field '${k}'${flag}`);
     }
   }
   const sqlAlias = `t${ctx.next++}`;

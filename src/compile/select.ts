@@ -125,7 +125,11 @@ function joinItem(join: JoinNode): SelectItem {
 function nameItem(scope: Scope, name: string, pointer: string): SelectItem {
   const join = scope.joins.get(name);
   if (join) return joinItem(join);
-  return { name, value: { kind: "expr", expr: resolveName(scope, name, pointer) }, mode: "both" };
+  // A name in select is never a literal: an unknown one is most often a relation not joined.
+  const otherwise = `; a select item is a column, a computed field or an alias declared under ` +
+    `'join' (to select a related relation: "join": {${JSON.stringify(name)}: {"relation": …}})`;
+  const expr = resolveName(scope, name, pointer, otherwise);
+  return { name, value: { kind: "expr", expr }, mode: "both" };
 }
 
 function objectItem(

@@ -97,6 +97,25 @@ Deno.test("an unknown relation field gets a hint when it is a typo of a field", 
   );
   assert.match(message({ relation: "artist", ordr_by: ["name"] }), /did you mean 'order_by'/);
   assert.doesNotMatch(message({ relation: "artist", zzzzzz: 1 }), /did you mean/);
+  // A request's flag put inside its query says where it goes.
+  assert.match(
+    message({ relation: "artist", count: true }),
+    /unknown relation field 'count'; 'count' is a field of the request, beside its query: \{"query": \{"relation": …\}, "count": …\}/,
+  );
+});
+
+Deno.test("an unknown name in select says how to select a relation (never a string literal)", () => {
+  const m = message({ relation: "artist", select: ["name", "albumz_of_artist"] });
+  assert.match(
+    m,
+    /unknown column 'albumz_of_artist'; a select item is a column, a computed field or an alias declared under 'join'/,
+  );
+  assert.doesNotMatch(m, /string literal/);
+  // In an expression, a bare name may have meant a literal: that hint stays.
+  assert.match(
+    message({ relation: "artist", where: ["=", "name", "AC/DC"] }),
+    /a string literal is written \["AC\/DC"\]/,
+  );
 });
 
 Deno.test("QUERY_INVALID: expressions (operators, arity, operands) with pointers", () => {
