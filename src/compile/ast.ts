@@ -5,9 +5,13 @@
  * relations and functions point into the Schema model, column references are known to exist.
  */
 import type { Column, ForeignKey, Func, Relation } from "../db/schema.ts";
+import type { ExactNumber } from "../formats/json.ts";
 
-/** A literal value; always becomes a bind parameter. */
-export type LiteralValue = string | number | boolean | null;
+/**
+ * A literal value; always becomes a bind parameter. A number a double cannot hold is kept as its
+ * exact text (src/formats/json.ts).
+ */
+export type LiteralValue = string | number | boolean | null | ExactNumber;
 
 /** A validated expression. */
 export type Expr =

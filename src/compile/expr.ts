@@ -2,6 +2,7 @@
  * Expressions of the query tree (docs/query.md "Expressions"): names, literals, operators, casts, `.`,
  * `agg` and `$param`, resolved against a Scope.
  */
+import { isExactNumber } from "../formats/json.ts";
 import { type Column, hasSchemaUsage } from "../db/schema.ts";
 import { invalid, SvcError } from "../svc_error.ts";
 import { didYouMean } from "../util/suggest.ts";
@@ -126,6 +127,7 @@ export function parseExpr(
     if (!Number.isFinite(v)) throw invalid(pointer, "numbers must be finite");
     return { kind: "literal", value: v };
   }
+  if (isExactNumber(v)) return { kind: "literal", value: v };
   if (typeof v === "string") return resolveName(scope, v, pointer);
   if (!Array.isArray(v)) throw invalid(pointer, "an expression is a name, literal or array");
   if (v.length === 0) throw invalid(pointer, "empty expression array");

@@ -2,6 +2,7 @@
  * Shared pieces of the query-tree parser: options, parser state, name scopes and small helpers
  * used by the relation, select and expression parsers.
  */
+import { isExactNumber } from "../formats/json.ts";
 import type { Column, ComputedField, Func, FunctionArg, Relation, Schema } from "../db/schema.ts";
 import { invalid, type SvcError } from "../svc_error.ts";
 import { type Candidate, SuggestingError } from "../util/suggest.ts";
@@ -81,7 +82,7 @@ export function unknownColumn(
 
 /** Whether `v` is a plain JSON object. */
 export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !isExactNumber(v);
 }
 
 /** Parser state shared by the whole tree. */

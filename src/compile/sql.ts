@@ -10,6 +10,7 @@
  * is quoted with `ident()`. The SQL text depends only on the query's shape and keys (see
  * {@link shapeKey}).
  */
+import { isExactNumber } from "../formats/json.ts";
 import { type Column, ident, identifierBytes, MAX_IDENTIFIER_BYTES } from "../db/schema.ts";
 import { SvcError } from "../svc_error.ts";
 import { paramsError, WIRE_MAX_PARAMS } from "../db/bind_limit.ts";
@@ -562,7 +563,7 @@ class Compiler {
   /** A literal as a bind parameter: typed by `hint` (strings, null; all when forced). */
   literal(v: LiteralValue, hint: string | null, force: boolean): string {
     const type = force && hint !== null ? hint : literalType(v, hint);
-    return this.bind(v === null ? null : String(v), type);
+    return this.bind(v === null ? null : isExactNumber(v) ? v.rawJSON : String(v), type);
   }
 
   array(items: Expr[], hint: string | null): string {
@@ -629,6 +630,12 @@ class Compiler {
 
 /** The SQL type a literal is bound as: numbers and booleans by value, the rest by hint. */
 function literalType(v: LiteralValue, hint: string | null): string {
+  if (isExactNumber(v)) {
+    // An integer in bigint's range compares with a bigint key as one (its index still serves).
+    const int = /^-?\d+$/.test(v.rawJSON) && BigInt(v.rawJSON) >= -(2n ** 63n) &&
+      BigInt(v.rawJSON) < 2n ** 63n;
+    return int ? "bigint" : "numeric";
+  }
   if (typeof v === "number") {
     if (!Number.isInteger(v)) return "numeric";
     if (Math.abs(v) <= 2147483647) return "integer";
@@ -698,6 +705,7 @@ function encodeParam(v: unknown, cast: string): string | null {
   if (cast.endsWith("[]") && Array.isArray(v)) return pgArray(v);
   if (typeof v === "string") return v;
   if (typeof v === "number" || typeof v === "boolean") return String(v);
+  if (isExactNumber(v)) return v.rawJSON;
   return JSON.stringify(v);
 }
 

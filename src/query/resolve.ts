@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { isExactNumber } from "../formats/json.ts";
 import { envelopeFunctions } from "./envelope_functions.ts";
 import { batchIndexOf, markBatchIndex, SvcError } from "../svc_error.ts";
 import type { RelationNode } from "../compile/ast.ts";
@@ -33,7 +34,7 @@ export interface Resolved {
 
 /** Whether `v` is a plain JSON object. */
 export function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
+  return v !== null && typeof v === "object" && !Array.isArray(v) && !isExactNumber(v);
 }
 
 /**

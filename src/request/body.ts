@@ -4,6 +4,7 @@
  * content-type requirement of JSON endpoints (415 otherwise: a cross-site form or text/plain post
  * needs no CORS preflight, so accepting it would let any page act with a user's cookie).
  */
+import { isExactNumber, parseJsonExact } from "../formats/json.ts";
 import { SvcError } from "../svc_error.ts";
 import { deadline } from "../util/deadline.ts";
 
@@ -237,7 +238,7 @@ function tooDeep(maxDepth: number): SvcError {
 
 /** Whether `v` holds arrays/objects nested deeper than `budget` levels (recursion ≤ budget + 1). */
 function deeperThan(v: unknown, budget: number): boolean {
-  if (v === null || typeof v !== "object") return false;
+  if (v === null || typeof v !== "object" || isExactNumber(v)) return false;
   if (budget <= 0) return true;
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) {
@@ -254,7 +255,8 @@ function deeperThan(v: unknown, budget: number): boolean {
 }
 
 /**
- * Parses JSON text (400 QUERY_INVALID when it is not JSON) and refuses values nested deeper than
+ * Parses JSON text (400 QUERY_INVALID when it is not JSON; a number a double cannot hold kept
+ * exact, src/formats/json.ts) and refuses values nested deeper than
  * `maxDepth` arrays/objects (`http.max_json_depth`), so that a hostile body cannot exhaust the
  * stack of anything that walks it later (the check itself recurses at most `maxDepth` + 1 levels,
  * or, for a larger `maxDepth`, walks iteratively).
@@ -262,7 +264,7 @@ function deeperThan(v: unknown, budget: number): boolean {
 export function parseJson(text: string, maxDepth: number): unknown {
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = parseJsonExact(text);
   } catch (e) {
     throw new SvcError("QUERY_INVALID", `request body is not valid JSON: ${(e as Error).message}`, {
       details: { pointer: "" },
@@ -283,7 +285,7 @@ export function nestedDeeperThan(value: unknown, maxDepth: number): boolean {
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length) {
     const [v, d] = stack.pop()!;
-    if (v === null || typeof v !== "object") continue;
+    if (v === null || typeof v !== "object" || isExactNumber(v)) continue;
     if (d > maxDepth) return true;
     for (const x of Array.isArray(v) ? v : Object.values(v)) {
       if (x !== null && typeof x === "object") stack.push([x, d + 1]);

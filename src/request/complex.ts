@@ -3,6 +3,7 @@
  * reference, a ComplexQuery wrapper, or an array (batch) of those. Validates the wrapper's
  * flags and their combinations; the allow_* gates are the executor's business.
  */
+import { isExactNumber } from "../formats/json.ts";
 import { type ErrorCode, markBatchIndex, SvcError } from "../svc_error.ts";
 import { ptr } from "../compile/parse.ts";
 
@@ -59,7 +60,7 @@ function fail(code: ErrorCode, message: string, pointer: string): SvcError {
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !isExactNumber(v);
 }
 
 /** One single body: a wrapper `{query, …}`, or a bare Relation / well-known reference. */

@@ -6,6 +6,7 @@
  * Beyond the documented keys, `arguments.<name>=<value>` passes a named function argument
  * (values as in `where`: numbers, true/false/null, 'quoted' or bare text, all literals).
  */
+import { exactNumber, parseJsonExact } from "../formats/json.ts";
 import { type ErrorCode, SvcError } from "../svc_error.ts";
 import { nestedDeeperThan } from "./body.ts";
 import { closest } from "../util/suggest.ts";
@@ -206,7 +207,7 @@ function wellKnown(url: URLSearchParams): GetQuery {
 /** A `params.<name>` value: JSON when it parses as JSON, else the plain string. */
 export function decodeParam(value: string): unknown {
   try {
-    return JSON.parse(value);
+    return parseJsonExact(value);
   } catch {
     return value;
   }
@@ -403,7 +404,7 @@ class WhereParser {
     if (c === '"') return this.quoted('"');
     if ((m = at(NUMBER, this.text, this.pos))) {
       this.pos += m[0].length;
-      return Number(m[0]);
+      return exactNumber(m[0]);
     }
     if ((m = at(NAME, this.text, this.pos))) {
       this.pos += m[0].length;

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isExactNumber, parseJsonExact } from "../formats/json.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import { SvcError } from "../svc_error.ts";
 
@@ -56,7 +57,12 @@ function validDate(y: number, m: number, d: number): boolean {
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !isExactNumber(v);
+}
+
+/** Whether a number kept as its exact text (src/formats/json.ts) is an integer. */
+function exactInteger(v: unknown): boolean {
+  return isExactNumber(v) && /^-?\d+$/.test(v.rawJSON);
 }
 
 /**
@@ -66,8 +72,8 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  */
 const CHECKS: Record<string, (v: unknown) => boolean> = {
   string: (v) => typeof v === "string",
-  integer: (v) => typeof v === "number" && Number.isInteger(v),
-  number: (v) => typeof v === "number" && Number.isFinite(v),
+  integer: (v) => (typeof v === "number" && Number.isInteger(v)) || exactInteger(v),
+  number: (v) => (typeof v === "number" && Number.isFinite(v)) || isExactNumber(v),
   boolean: (v) => typeof v === "boolean",
   object: isPlainObject,
   array: (v) => Array.isArray(v),
@@ -111,6 +117,7 @@ export function jsonKind(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "array";
   if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+  if (isExactNumber(value)) return exactInteger(value) ? "integer" : "number";
   return typeof value;
 }
 
@@ -202,7 +209,7 @@ function short(s: string): string {
 export function decodeGetParam(raw: string): unknown {
   let value: unknown;
   try {
-    value = JSON.parse(raw);
+    value = parseJsonExact(raw);
   } catch {
     return raw;
   }

@@ -4,6 +4,7 @@
  * database error).
  * Pure: no I/O.
  */
+import { type ExactNumber, isExactNumber } from "../formats/json.ts";
 import type { Column } from "../db/schema.ts";
 import { invalid } from "../svc_error.ts";
 
@@ -29,13 +30,14 @@ export type PointerOf = string | (() => string) | { readonly pointer: string };
 
 /** Whether `v` is a plain JSON object (not null, not an array). */
 export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !isExactNumber(v);
 }
 
 /** Whether `v` is made only of JSON values (what `JSON.parse` can produce). */
 export function isJson(v: unknown, depth = 0): v is JsonValue {
   if (depth > 512) return false;
   if (v === null || typeof v === "string" || typeof v === "boolean") return true;
+  if (isExactNumber(v)) return true;
   if (typeof v === "number") return Number.isFinite(v);
   if (Array.isArray(v)) return v.every((x) => isJson(x, depth + 1));
   if (isObject(v)) return Object.keys(v).every((k) => isJson(v[k], depth + 1));
@@ -76,6 +78,7 @@ export function checkValue(
     if (isObject(v) || typeof v === "string") return;
     failed(table, col, v, pointer, key, "an object");
   }
+  if (isExactNumber(v)) return checkExact(table, col, v, pointer, key);
   if (typeof v === "object") failed(table, col, v, pointer, key, "a scalar");
   switch (col.category) {
     case "N": {
@@ -98,6 +101,53 @@ export function checkValue(
     case "T":
     case "E":
       if (typeof v === "string") return;
+      return failed(table, col, v, pointer, key, "a string");
+    default:
+      return;
+  }
+}
+
+/** Bounds of PostgreSQL's integer types, exactly. */
+const INT_BOUNDS: Record<string, [bigint, bigint]> = {
+  smallint: [-32768n, 32767n],
+  integer: [-2147483648n, 2147483647n],
+  bigint: [-9223372036854775808n, 9223372036854775807n],
+};
+
+/**
+ * checkValue of a number kept as its exact text (src/formats/json.ts): a number for a numeric
+ * column (an integer type: an integer in its range, compared exactly), else what a number is.
+ */
+function checkExact(
+  table: string,
+  col: Column,
+  v: ExactNumber,
+  pointer: PointerOf,
+  key: string | undefined,
+): void {
+  const text = v.rawJSON;
+  switch (col.category) {
+    case "N": {
+      const bounds = INT_BOUNDS[col.type];
+      if (!bounds) return;
+      if (/^-?\d+$/.test(text)) {
+        const n = BigInt(text);
+        if (n >= bounds[0] && n <= bounds[1]) return;
+      }
+      return failed(
+        table,
+        col,
+        v,
+        pointer,
+        key,
+        `an integer between ${bounds[0]} and ${bounds[1]}`,
+      );
+    }
+    case "B":
+      return failed(table, col, v, pointer, key, "a boolean");
+    case "D":
+    case "T":
+    case "E":
       return failed(table, col, v, pointer, key, "a string");
     default:
       return;
@@ -130,6 +180,7 @@ function failed(
 
 function describe(v: unknown): string {
   if (v === null) return "null";
+  if (isExactNumber(v)) return `the number ${v.rawJSON}`;
   if (Array.isArray(v)) return "an array";
   if (typeof v === "object") return "an object";
   if (typeof v === "string") {

@@ -5,6 +5,7 @@
  * `svc.route_stop`; every later statement is guarded by it (a CASE whose untaken branch is never
  * evaluated), so nothing after a terminating middleware runs.
  */
+import { isExactNumber } from "../../formats/json.ts";
 import { SvcError } from "../../svc_error.ts";
 import type { Database } from "../../db/pool.ts";
 import { pipeline } from "../../db/run_as.ts";
@@ -102,6 +103,10 @@ export interface ArgSources {
 function argExpr(arg: FunctionArg, n: number, value: unknown): { expr: string; param: string } {
   const t = arg.type;
   if (typeof value === "string") return { expr: `$${n}::text::${t}`, param: value };
+  // A number a double cannot hold, kept exact (src/formats/json.ts): its text, as written.
+  if (isExactNumber(value) && !isJson(arg)) {
+    return { expr: `$${n}::text::${t}`, param: value.rawJSON };
+  }
   const json = JSON.stringify(value);
   if (isJson(arg)) return { expr: `$${n}::text::jsonb::${t}`, param: json };
   if (Array.isArray(value) && t.endsWith("[]")) {

@@ -1,0 +1,65 @@
+/**
+ * JSON text parsed without losing a number: a number whose value a double cannot hold (an id
+ * beyond 2^53, a numeric with more than ~16 significant digits) is kept as its exact text, a raw
+ * JSON value (`JSON.rawJSON`), instead of becoming a nearby double — svc binds every value as
+ * text, so `9007199254740993` reaches PostgreSQL as written (docs/endpoint.md, "Numbers"), and
+ * `JSON.stringify` writes it back verbatim. Every other value is what `JSON.parse` gives.
+ *
+ * @module
+ */
+
+/** A number kept as its exact JSON text (a frozen `JSON.rawJSON` object). */
+export interface ExactNumber {
+  readonly rawJSON: string;
+}
+
+interface RawJson {
+  rawJSON(text: string): ExactNumber;
+  isRawJSON(v: unknown): boolean;
+}
+const RAW = JSON as unknown as JSON & RawJson;
+
+/** A digit run of 16 significant digits (a dot may split it): only then may a double fall short. */
+const LONG_NUMBER = /\d(?:\.?\d){15}/;
+
+/** Whether `v` is a number kept as its exact text. */
+export function isExactNumber(v: unknown): v is ExactNumber {
+  return typeof v === "object" && v !== null && RAW.isRawJSON(v);
+}
+
+/** The canonical digits and exponent of a JSON number's text (`1.50e1` and `15` alike). */
+function canonical(text: string): string {
+  const m = /^(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!m) return text;
+  let digits = (m[2] + (m[3] ?? "")).replace(/^0+/, "");
+  let exp = Number(m[4] ?? 0) - (m[3] ?? "").length;
+  const trailing = digits.length - digits.replace(/0+$/, "").length;
+  digits = digits.slice(0, digits.length - trailing);
+  exp += trailing;
+  return digits === "" ? "0" : `${m[1]}${digits}e${exp}`;
+}
+
+function keepExact(this: unknown, _key: string, v: unknown, context?: { source?: string }) {
+  if (typeof v !== "number" || context?.source === undefined) return v;
+  const source = context.source;
+  return canonical(source) === canonical(String(v)) ? v : RAW.rawJSON(source);
+}
+
+/**
+ * The number a numeric text (`-?digits[.digits][e±digits]`, leading zeros allowed) stands for: a
+ * double when one holds it exactly, else an ExactNumber of its text.
+ */
+export function exactNumber(text: string): number | ExactNumber {
+  const v = Number(text);
+  if (Number.isFinite(v) && canonical(text) === canonical(String(v))) return v;
+  return RAW.rawJSON(text.replace(/^(-?)0+(?=\d)/, "$1"));
+}
+
+/**
+ * `JSON.parse(text)`, except that a number a double cannot hold exactly is an ExactNumber. Text
+ * without 16 digits in a row (every usual body) is parsed by `JSON.parse` alone.
+ */
+export function parseJsonExact(text: string): unknown {
+  if (!LONG_NUMBER.test(text)) return JSON.parse(text);
+  return JSON.parse(text, keepExact as (this: unknown, key: string, value: unknown) => unknown);
+}

@@ -1,0 +1,39 @@
+/** Exact JSON numbers (src/formats/json.ts): only a number a double cannot hold is kept as text. */
+import assert from "node:assert/strict";
+import { exactNumber, isExactNumber, parseJsonExact } from "../../src/formats/json.ts";
+
+Deno.test("numbers a double holds stay numbers; the others keep their text", () => {
+  const v = parseJsonExact(
+    '{"a":9007199254740993,"b":9007199254740992,"c":0.1,"d":1.50,"e":-0,"f":1e400,' +
+      '"g":1.23456789012345678901,"h":"12345678901234567890","i":[12345678901234567890123],' +
+      '"j":1e20,"k":0.30000000000000004}',
+  ) as Record<string, unknown>;
+  const text = (x: unknown) => isExactNumber(x) ? x.rawJSON : x;
+  assert.equal(text(v.a), "9007199254740993");
+  assert.equal(v.b, 9007199254740992);
+  assert.equal(v.c, 0.1);
+  assert.equal(v.d, 1.5);
+  assert.ok(Object.is(v.e, -0));
+  assert.equal(text(v.f), "1e400");
+  assert.equal(text(v.g), "1.23456789012345678901");
+  assert.equal(v.h, "12345678901234567890", "a string of digits is a string");
+  assert.equal(text((v.i as unknown[])[0]), "12345678901234567890123");
+  assert.equal(v.j, 1e20);
+  assert.equal(v.k, 0.30000000000000004);
+  // JSON.stringify writes them back verbatim.
+  assert.equal(JSON.stringify(v.a), "9007199254740993");
+  assert.equal(JSON.stringify({ x: v.g }), '{"x":1.23456789012345678901}');
+});
+
+Deno.test("a body without 16 digits in a row is JSON.parse's answer", () => {
+  const text = '{"relation":"artist","where":["=","artist_id",123456789012345]}';
+  assert.deepEqual(parseJsonExact(text), JSON.parse(text));
+});
+
+Deno.test("exactNumber: numeric text of the GET form, leading zeros allowed", () => {
+  assert.equal(exactNumber("42"), 42);
+  assert.equal(exactNumber("007"), 7);
+  const big = exactNumber("0009007199254740993");
+  assert.ok(isExactNumber(big) && big.rawJSON === "9007199254740993");
+  assert.ok(isExactNumber(exactNumber("-9007199254740993")));
+});
