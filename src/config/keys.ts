@@ -365,6 +365,10 @@ const CONFIG_SCHEMA = z.object({
       "Bytes of large request bodies (64 KiB and over: POST /svc, and routes' JSON, form and text bodies) a worker decodes and runs at once (a write's planning costs tens of times its body); a body beyond it waits for room (one is always admitted alone), up to pg.query.statement_timeout, then 503 HTTP_BUSY. 0: no limit.",
       8 * 1024 * 1024,
     ),
+    receive_budget: int(
+      "Bytes of request bodies still arriving (streamed ones, over 16 KiB, until read whole) a worker holds at once; a body that would go beyond is 503 HTTP_BUSY unless it is the only one arriving. 0: no limit.",
+      64 * 1024 * 1024,
+    ),
     read_ahead: int(
       "Bytes of streamed answers a worker may hold for clients too slow for a busy pool (see pg.stall_timeout); 0: such answers are ended instead.",
       32 * 1024 * 1024,

@@ -30,7 +30,7 @@ import { routeHandler } from "./routes/handle.ts";
 import type { RouteHooks } from "./routes/request.ts";
 import { isStaticFile, serveStatic, staticDirs } from "./static.ts";
 import { handleGet, handlePost, queryContext, type SvcContext } from "./svc_endpoint.ts";
-import { BodyBudget } from "../request/body_budget.ts";
+import { BodyBudget, ReceiveBudget } from "../request/body_budget.ts";
 import type { PlainAnswer } from "./plain_answer.ts";
 import type { PoolStats } from "../db/pool.ts";
 
@@ -93,7 +93,10 @@ type Handler = (call: Call) => Answer | Promise<Answer>;
 export function dispatcher(deps: DispatchDeps): (call: Call) => Answer | Promise<Answer> {
   const { cfg, db, runtime } = deps;
   const statics = staticDirs(cfg.http.static.path);
-  const bodies = new BodyBudget(cfg.http.body_budget);
+  const bodies = new BodyBudget(
+    cfg.http.body_budget,
+    new ReceiveBudget(cfg.http.receive_budget),
+  );
   const routes = routeHandler({
     cfg,
     db,

@@ -49,6 +49,7 @@ export async function handlePost(
     req,
     ctx.cfg.http.max_body_size,
     ctx.cfg.http.body_timeout * 1000,
+    budget?.receiving,
   );
   // A small body (every primary-key read) takes no part in the budget: no closure, no await.
   if (!budget || bytes.length < LARGE_BODY) {

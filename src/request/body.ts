@@ -4,6 +4,7 @@
  * content-type requirement of JSON endpoints (415 otherwise: a cross-site form or text/plain post
  * needs no CORS preflight, so accepting it would let any page act with a user's cookie).
  */
+import type { ReceiveBudget } from "./body_budget.ts";
 import { isExactNumber, parseJsonExact } from "../formats/json.ts";
 import { SvcError } from "../svc_error.ts";
 import { deadline } from "../util/deadline.ts";
@@ -108,12 +109,15 @@ function readWhole(req: Request, idleMs: number): Promise<Uint8Array> {
  * `idleMs`, a body that stalls that long between two chunks (checked every 100 ms) is 408
  * HTTP_BODY_TIMEOUT (a slow or malicious client never holds a pooled connection: bodies are read
  * before one is taken); a body announced at most {@link WHOLE_BODY_MAX} bytes long must arrive
- * whole within `idleMs`. A body with a `Content-Encoding` other than identity is 415.
+ * whole within `idleMs`. A body with a `Content-Encoding` other than identity is 415. With
+ * `receiving`, a streamed body's chunks count against the worker's receive budget while it
+ * arrives (503 HTTP_BUSY beyond it).
  */
 export function readBodyBytes(
   req: Request,
   maxBytes: number,
   idleMs = 0,
+  receiving?: ReceiveBudget,
 ): Promise<Uint8Array> {
   try {
     requireIdentity(req);
@@ -133,7 +137,7 @@ export function readBodyBytes(
       ),
     );
   }
-  return readStream(req, maxBytes, idleMs);
+  return readStream(req, maxBytes, idleMs, receiving);
 }
 
 /** Whether a `Transfer-Encoding` names no coding but `chunked` (and `identity`). */
@@ -147,9 +151,15 @@ function plainTransfer(te: string | null): boolean {
 }
 
 /** {@link readBodyBytes} of a body streamed in chunks. */
-async function readStream(req: Request, maxBytes: number, idleMs: number): Promise<Uint8Array> {
+async function readStream(
+  req: Request,
+  maxBytes: number,
+  idleMs: number,
+  receiving?: ReceiveBudget,
+): Promise<Uint8Array> {
   if (!req.body) return new Uint8Array(0);
   const reader = req.body.getReader();
+  const held = receiving?.start();
   const chunks: Uint8Array[] = [];
   let n = 0;
   let stalled = false;
@@ -168,6 +178,7 @@ async function readStream(req: Request, maxBytes: number, idleMs: number): Promi
       idle?.extend(idleMs);
       n += r.value.length;
       if (n > maxBytes) throw tooLarge(maxBytes);
+      held?.add(r.value.length);
       chunks.push(r.value);
     }
   } catch (e) {
@@ -177,6 +188,7 @@ async function readStream(req: Request, maxBytes: number, idleMs: number): Promi
     throw unreadable(e);
   } finally {
     idle?.clear();
+    held?.end();
   }
   if (chunks.length === 1) return chunks[0];
   const buf = new Uint8Array(n);

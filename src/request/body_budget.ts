@@ -22,14 +22,62 @@ interface Waiter {
   admit: () => void;
 }
 
+/**
+ * The bytes a worker holds of request bodies still being received (streamed ones, over 16 KiB,
+ * until read whole; docs/http.md "Large bodies"): before it, a thousand slow clients each sending
+ * all but the last byte of a 10 MB body held 10 GB. A chunk that would take the total past the
+ * budget is refused, 503 HTTP_BUSY, unless its body is the only one being received (a body up to
+ * `http.max_body_size` can always arrive alone).
+ */
+export class ReceiveBudget {
+  #held = 0;
+  #bodies = 0;
+
+  /** @param budget bytes of bodies being received at once; 0: no limit. */
+  constructor(readonly budget: number) {}
+
+  /** Bytes of bodies being received. */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** One body starts arriving: count its chunks with `add`, and `end` it once (read or failed). */
+  start(): { add(bytes: number): void; end(): void } {
+    this.#bodies++;
+    let mine = 0;
+    let ended = false;
+    return {
+      add: (bytes: number) => {
+        if (this.budget > 0 && this.#bodies > 1 && this.#held + bytes > this.budget) {
+          throw new SvcError(
+            "HTTP_BUSY",
+            `the server is receiving too many large request bodies at once (http.receive_budget, ${this.budget} bytes); retry later`,
+          );
+        }
+        this.#held += bytes;
+        mine += bytes;
+      },
+      end: () => {
+        if (ended) return;
+        ended = true;
+        this.#held -= mine;
+        this.#bodies--;
+      },
+    };
+  }
+}
+
 /** The budget of one worker (one server). */
 export class BodyBudget {
   #held = 0;
   #running = 0;
   readonly #queue: Waiter[] = [];
 
-  /** @param budget bytes of large bodies handled at once; 0: no limit. */
-  constructor(readonly budget: number) {}
+  /**
+   * @param budget bytes of large bodies handled at once; 0: no limit.
+   * @param receiving the bytes of bodies being received (see {@link ReceiveBudget}).
+   */
+  constructor(readonly budget: number, readonly receiving = new ReceiveBudget(0)) {}
 
   /** Bytes of large bodies in progress. */
   get held(): number {

@@ -316,6 +316,57 @@ Deno.test("a chunked body with another transfer coding (gzip, chunked) is 415", 
   });
 });
 
+Deno.test("bodies still arriving share http.receive_budget: past it 503 HTTP_BUSY, one alone always arrives", async () => {
+  // Found by a hostile probe: N slow clients each sending all but the last byte of a 10 MB body
+  // held N × 10 MB (100 of them: +1 GB), with nothing bounding N.
+  await withServer(["--http.receive_budget=1000000"], async (s) => {
+    const u = new URL(s.url);
+    const size = 3_000_000;
+    const open = async (send: number) => {
+      const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
+      await conn.write(
+        new TextEncoder().encode(
+          `POST /svc HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\n` +
+            `content-length: ${size}\r\n\r\n`,
+        ),
+      );
+      const spaces = new Uint8Array(send).fill(0x20); // JSON whitespace
+      let off = 0;
+      while (off < spaces.length) off += await conn.write(spaces.subarray(off, off + 65536));
+      return conn;
+    };
+    const answer = async (conn: Deno.Conn) => {
+      const buf = new Uint8Array(4096);
+      const n = await conn.read(buf);
+      return n === null ? "" : new TextDecoder().decode(buf.subarray(0, n));
+    };
+    // The first body arrives alone beyond the budget (1.5 MB of 3 MB sent, held).
+    const first = await open(1_500_000);
+    await new Promise((r) => setTimeout(r, 300));
+    // A second body arriving meanwhile is refused as its bytes would go past the budget.
+    const second = await open(400_000);
+    const refused = await answer(second);
+    assert.match(refused, /^HTTP\/1\.1 503/);
+    assert.match(refused, /x-svc-errorcode: HTTP_BUSY/i);
+    second.close();
+    // The first one, completed, runs: its bytes are then no longer arriving.
+    const rest = new Uint8Array(size - 1_500_000).fill(0x20);
+    rest.set(new TextEncoder().encode('{"relation":"genre","limit":1}'), rest.length - 40);
+    let off = 0;
+    while (off < rest.length) off += await first.write(rest.subarray(off, off + 65536));
+    assert.match(await answer(first), /^HTTP\/1\.1 200/);
+    first.close();
+    // With nothing arriving, the next large body is received and answered.
+    const r = await fetch(`${s.url}/svc`, {
+      method: "POST",
+      headers: json,
+      body: " ".repeat(2_000_000) + '{"relation":"genre","limit":1}',
+    });
+    assert.equal(r.status, 200);
+    await r.body?.cancel();
+  });
+});
+
 Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTTP_BUSY past the wait", async () => {
   // Each write's statement takes 2 s; bodies of 100 kB; room for one; waits end at 3 s.
   const write = (i: number) =>

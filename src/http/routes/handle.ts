@@ -189,6 +189,7 @@ export function routeHandler(deps: RouteDeps): RouteHandler {
         cfg.http.max_body_size,
         hooks,
         cfg.http.body_timeout * 1000,
+        deps.bodies?.receiving,
       );
       const run = async (): Promise<Applied | null> => {
         req.body = decodeReadBody(body, cfg.http.max_json_depth);

@@ -4,6 +4,7 @@
  * UTF-8 (400 QUERY_INVALID), and decoded by content type: JSON, urlencoded form, text; multipart
  * only through a hook (else 415).
  */
+import type { ReceiveBudget } from "../../request/body_budget.ts";
 import { bearerToken } from "../../auth/bearer.ts";
 import { requestCookies, withoutCookie } from "../../auth/cookies.ts";
 import {
@@ -72,6 +73,7 @@ export async function readBody(
   maxBytes: number,
   hooks: RouteHooks,
   idleMs = 0,
+  receiving?: ReceiveBudget,
 ): Promise<ReadBody> {
   const contentType = req.headers.get("content-type");
   const type = mediaType(contentType);
@@ -83,7 +85,7 @@ export async function readBody(
     return { value: await hooks.decodeMultipart(req, route) };
   }
   if (req.method === "GET" || req.method === "HEAD") return { value: null };
-  const bytes = await readBodyBytes(req, maxBytes, idleMs);
+  const bytes = await readBodyBytes(req, maxBytes, idleMs, receiving);
   if (bytes.length === 0) return { value: null };
   if (contentType !== null) requireUtf8(contentType);
   if (
