@@ -488,7 +488,11 @@ const CONFIG_SCHEMA = z.object({
     ),
   }),
   logging: z.object({
-    handler: oneOf(["pretty", "json"], "Log format.", "pretty"),
+    handler: oneOf(
+      ["pretty", "json"],
+      "Log format (pretty: coloured unless the NO_COLOR environment variable is set).",
+      "pretty",
+    ),
     level: oneOf(["debug", "info", "warn", "error"], "Minimum level.", "info"),
     filter: each(
       "attr",

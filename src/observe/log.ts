@@ -11,7 +11,7 @@ import {
   type LogRecord,
   resetSync,
 } from "@logtape/logtape";
-import { prettyFormatter } from "@logtape/pretty";
+import { getPrettyFormatter, prettyFormatter } from "@logtape/pretty";
 
 /** The service's root logger (category `svc`). */
 export const log: Logger = getLogger(["svc"]);
@@ -56,11 +56,14 @@ function fit(v: unknown): unknown {
   return shown.length > PRETTY_VALUE_MAX ? shorten(shown) : v;
 }
 
+/** The pretty format: monochrome when `NO_COLOR` is set (no-color.org), as Deno's own output is. */
+const pretty = Deno.noColor ? getPrettyFormatter({ colors: false }) : prettyFormatter;
+
 /** The pretty formatter, given values that show in at most {@link PRETTY_VALUE_MAX} characters. */
 function prettyLine(r: LogRecord): string {
   const properties: Record<string, unknown> = {};
   for (const k in r.properties) properties[k] = fit(r.properties[k]);
-  return prettyFormatter({ ...r, message: r.message.map(fit), properties });
+  return pretty({ ...r, message: r.message.map(fit), properties });
 }
 
 /** The `logging` section of the configuration (the keys `logging.*`). */

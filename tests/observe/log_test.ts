@@ -56,3 +56,28 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "NO_COLOR set: the pretty handler writes no colour codes (without it, it does)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const run = async (env: Record<string, string>) => {
+      const svc = await spawnSvc([
+        "--logging.handler=pretty",
+        "--pg.uri=postgres://nobody@127.0.0.1:1/none",
+        "--pg.connect_timeout=1",
+      ], env);
+      try {
+        await svc.waitHealthy(15_000, 503);
+        return svc.output();
+      } finally {
+        await svc.stop();
+      }
+    };
+    const plain = await run({ NO_COLOR: "1" });
+    assert.match(plain, /listening on/);
+    assert.doesNotMatch(plain, /\x1b\[/);
+    assert.match(await run({}), /\x1b\[/);
+  },
+});
