@@ -265,6 +265,7 @@ export function resolveQuery(
       }
     }
     const wk = ctx.state.wellknown.get(name);
+    if (found) wellKnownSources(wk.node, name, found);
     return { node: wk.node, params: resolveParams(wk, query.params ?? {}, pointer) };
   }
   const node = parseQuery(ctx.state.schema, query, {
@@ -286,6 +287,26 @@ export function resolveQuery(
     );
   }
   return { node };
+}
+
+/**
+ * The relations and functions a well-known query's tree reads, as FoundSources whose unknown
+ * error is the query's own WELL_KNOWN_UNKNOWN_QUERY: any error it meets (a 42883 of a cast its
+ * author got wrong, say) answers as an unknown query to a role that may not use them, as a
+ * permission denial does (docs/endpoint.md).
+ */
+function wellKnownSources(node: RelationNode, name: string, found: FoundSource[]): void {
+  const unknown = () =>
+    new SvcError("WELL_KNOWN_UNKNOWN_QUERY", `unknown well-known query ${JSON.stringify(name)}`);
+  const visit = (n: RelationNode) => {
+    const src = n.source;
+    const need = src.kind === "relation"
+      ? { relation: src.relation.oid }
+      : { functions: [src.func.oid] };
+    found.push({ candidate: { name, need }, unknown });
+    for (const j of n.joins) visit(j.node);
+  };
+  visit(node);
 }
 
 /** Joins in a query tree, at every depth. */

@@ -17,6 +17,9 @@ grant select on staff_notes to app_user;
 create function staff_count(a artist) returns int language sql stable as 'select 1';
 revoke execute on function staff_count(artist) from public;
 grant execute on function staff_count(artist) to app_user;
+create type note_kind as enum ('memo', 'plan');
+create table kinded_notes (id int primary key, kind note_kind);
+grant select on kinded_notes to app_user;
 create table half_notes (id int primary key, pub text, hush text);
 insert into half_notes values (1, 'open', 'closed');
 grant select (id, pub) on half_notes to "~anonymous";
@@ -49,6 +52,15 @@ await Deno.writeTextFile(
   JSON.stringify({
     name: "half_where",
     query: { relation: "half_notes", select: ["id"], where: ["=", "hush", ["closed"]] },
+  }),
+);
+// Broken for everyone (an enum compared with text: PostgreSQL's 42883 before any privilege check).
+await Deno.writeTextFile(
+  `${dir}/broken.json`,
+  JSON.stringify({
+    name: "broken",
+    params: { k: { type: "string" } },
+    query: { relation: "kinded_notes", where: ["=", "kind", ["$param", "k", "text"]] },
   }),
 );
 await Deno.writeTextFile(
@@ -94,6 +106,20 @@ Deno.test("anonymous: a well-known query over a hidden table or function does no
   assert.deepEqual(names, ["half_pub", "open_one"]);
 });
 
+Deno.test("any error of a well-known query over what the role cannot read answers as an unknown query", async () => {
+  // Found by a new user: the broken query answered the anonymous role 400 PG_42883 (telling it the
+  // query and its table exist) where a permission denial answers 404.
+  const anon = await call("/svc", { wellknown: "broken", params: { k: "memo" } });
+  assert.equal(anon.status, 404, anon.text);
+  assert.equal(anon.json.code, "WELL_KNOWN_UNKNOWN_QUERY");
+  const get = await call("/svc?wellknown=broken&params.k=memo");
+  assert.equal(get.status, 404, get.text);
+  // A role that may read the table gets the query's own error.
+  const mine = await call("/svc", { wellknown: "broken", params: { k: "memo" } }, user);
+  assert.equal(mine.status, 400, mine.text);
+  assert.equal(mine.json.code, "PG_42883");
+});
+
 Deno.test("anonymous: a well-known query naming a column it holds no privilege on does not exist", async () => {
   for (const name of ["half", "half_where"]) {
     const post = await call("/svc", { wellknown: name });
@@ -121,7 +147,15 @@ Deno.test("a role that may read them runs them and sees them described", async (
   assert.ok(ts.text.includes('"counted"'));
   const json = await call("/svc/database.json", undefined, user);
   const names = json.json.wellknown.map((w: { name: string }) => w.name).sort();
-  assert.deepEqual(names, ["counted", "half", "half_pub", "half_where", "notes", "open_one"]);
+  assert.deepEqual(names, [
+    "broken",
+    "counted",
+    "half",
+    "half_pub",
+    "half_where",
+    "notes",
+    "open_one",
+  ]);
 });
 
 Deno.test("teardown", async () => {
