@@ -89,13 +89,39 @@ export function deriveViewKeys(
     return src?.kind === "view" ? filtered(src.oid, depth + 1) : false;
   };
 
-  /** Whether writes reach the table as PostgreSQL's auto-updatable views send them: no view on the way has a trigger or rule. */
-  const writtenThrough = (oid: number, depth: number): boolean => {
+  /**
+   * Gives a view the column facts of the relation it reads row for row (see {@link takeFacts}),
+   * that relation's first when it is a view: a view's own `DEFAULT` at any level counts, and every
+   * view column showing a column takes its facts (one shown twice included). True when done.
+   */
+  const factsDone = new Map<number, boolean>();
+  const columnFacts = (oid: number, depth: number): boolean => {
     const v = byOid.get(oid);
-    if (!v || v.kind !== "view") return v !== undefined;
-    if (v.userTriggers || v.hasRules || depth >= MAX_DEPTH) return false;
-    const src = origins.get(oid)?.source;
-    return src != null && writtenThrough(src, depth + 1);
+    if (!v) return false;
+    if (v.kind !== "view") return true;
+    if (factsDone.has(oid)) return factsDone.get(oid)!;
+    factsDone.set(oid, false);
+    const o = origins.get(oid);
+    const src = o?.source != null ? byOid.get(o.source) : undefined;
+    const names = attNames.get(oid);
+    const srcNames = o?.source != null ? attNames.get(o.source) : undefined;
+    let done = false;
+    if (
+      o && src && names && srcNames && depth < MAX_DEPTH && !v.userTriggers && !v.hasRules &&
+      columnFacts(src.oid, depth + 1) && (src.kind !== "view" || src.columnsFromTable === true)
+    ) {
+      const shows = new Map<string, string>(); // view column → the source column it shows
+      for (const [resno, origin] of o.columns) {
+        if (origin.rel !== o.source) continue;
+        const from = srcNames.get(origin.attnum);
+        const to = names.get(resno);
+        if (from !== undefined && to !== undefined) shows.set(to, from);
+      }
+      takeFacts(v, src, shows);
+      done = true;
+    }
+    factsDone.set(oid, done);
+    return done;
   };
 
   const views = new Map<Relation, Over[]>();
@@ -111,7 +137,7 @@ export function deriveViewKeys(
       cols.length > 0 && cols.every((c) => base.columns.has(c))
         ? cols.map((c) => base.columns.get(c)!)
         : null;
-    if (writtenThrough(view.oid, 0)) takeColumnFacts(view, base);
+    columnFacts(view.oid, 0);
     const pk = shown(base.table.primaryKey);
     if (view.primaryKey.length === 0 && pk) view.primaryKey = pk;
     for (const u of base.table.unique) {
@@ -151,17 +177,19 @@ export function deriveViewKeys(
 }
 
 /**
- * A view over one table row for row, written as PostgreSQL writes an auto-updatable view: an
- * omitted column takes the view's own default, else the table's; a NOT NULL column refuses null;
- * identity and generated columns stay what they are; a column computed by the view is not
- * updatable. Its columns are given those facts (the catalogs record none of them for a view).
+ * A view over one relation row for row, written as PostgreSQL writes an auto-updatable view: an
+ * omitted column takes the view's own default, else the relation's; a NOT NULL column refuses
+ * null; identity and generated columns stay what they are; a column computed by the view is not
+ * updatable. Its columns are given those facts from `src`'s columns they show (`shows`: view
+ * column → source column; the catalogs record none of them for a view).
  */
-function takeColumnFacts(view: Relation, base: Base): void {
-  const shows = new Map<string, string>();
-  for (const [t, v] of base.columns) shows.set(v, t);
+function takeFacts(view: Relation, src: Relation, shows: Map<string, string>): void {
+  // A column shown twice (`value, value AS value2`) is given by either: neither is mandatory.
+  const times = new Map<string, number>();
+  for (const from of shows.values()) times.set(from, (times.get(from) ?? 0) + 1);
   for (const c of view.columns) {
     const from = shows.get(c.name);
-    const t = from === undefined ? undefined : base.table.columnMap.get(from);
+    const t = from === undefined ? undefined : src.columnMap.get(from);
     if (!t) {
       c.generated = true;
       c.mandatory = false;
@@ -171,7 +199,8 @@ function takeColumnFacts(view: Relation, base: Base): void {
     c.hasDefault = c.hasDefault || t.hasDefault;
     c.identity = t.identity;
     c.generated = t.generated;
-    c.mandatory = !c.nullable && !c.hasDefault && c.identity === null && !c.generated;
+    c.mandatory = !c.nullable && !c.hasDefault && c.identity === null && !c.generated &&
+      times.get(from!) === 1;
   }
   view.columnsFromTable = true;
 }

@@ -34,7 +34,7 @@
  *   limit/offset/distinct_on too: QUERY_NOT_WRITABLE); without `where` the root deletes nothing.
  *   Outgoing joins never delete the referenced row.
  *   A view's key is natural only when its columns take their facts from its table
- *   (Relation.columnsFromTable).
+ *   (Relation.columnsFromTable) and it leaves no row out.
  * - Deletes: for each parent row that may exist (updated, kept, upserted) and whose payload carries
  *   the join (an empty array deletes every child), children not carried by key anywhere under the
  *   node are deleted (a child moved to another parent of the payload is updated, not deleted).
@@ -563,8 +563,10 @@ function decideActions(plan: PlanNode, rows: PlanRow[], items: Map<string, Item>
   const col = (c: string) => rel.columnMap.get(c);
   // A natural key (no default, no identity) cannot tell new rows from existing ones: merge
   // upserts them. A view's columns carry that information only when taken from its table
-  // (Relation.columnsFromTable); else its key is never natural.
-  const natural = (rel.kind !== "view" || rel.columnsFromTable === true) &&
+  // (Relation.columnsFromTable), and a view that leaves rows out is never upserted (below): its
+  // key is then never natural, and merge updates through it (its WHERE applies) as before.
+  const natural = (rel.kind !== "view" ||
+    (rel.columnsFromTable === true && rel.filtersRows === false)) &&
     plan.keyColumns.every((c) => {
       const k = col(c);
       return k !== undefined && k.identity === null && !k.hasDefault && !k.generated;
