@@ -348,54 +348,63 @@ function parseParam(ctx: Ctx, args: unknown[], pointer: string): Expr {
  * spelled with its arguments, and each argument's range. Any other type with a modifier is
  * refused; `numeric`'s scale goes from 0 to its precision.
  */
-const MODIFIED: Record<string, { sql: (a: number[]) => string; ranges: [number, number][] }> =
-  (() => {
-    const length = (name: string, max: number) => ({
-      sql: (a: number[]) => `${name}(${a[0]})`,
-      ranges: [[1, max]] as [number, number][],
-    });
-    const precision = (sql: (p: number) => string) => ({
-      sql: (a: number[]) => sql(a[0]),
-      ranges: [[0, 6]] as [number, number][],
-    });
-    // char(n) and bit(n) pad every value to n: a few request bytes must not become megabytes a
-    // value in PostgreSQL (a sort on `char(10485760)` wrote 10 MB of temp file a row), so their
-    // n is capped well below PostgreSQL's own limit. varchar(n) and varbit(n) only truncate.
-    const PADDED = 10_000;
-    const varchar = length("character varying", 10485760);
-    const bpchar = length("character", PADDED);
-    const varbit = length("bit varying", 83886080);
-    const numeric = {
-      sql: (a: number[]) => `numeric(${a.join(",")})`,
-      ranges: [[1, 1000], [0, 1000]] as [number, number][],
-    };
-    const time = precision((p) => `time(${p})`);
-    const timetz = precision((p) => `time(${p}) with time zone`);
-    const timestamp = precision((p) => `timestamp(${p})`);
-    const timestamptz = precision((p) => `timestamp(${p}) with time zone`);
-    return {
-      varchar,
-      "character varying": varchar,
-      bpchar,
-      char: bpchar,
-      character: bpchar,
-      numeric,
-      decimal: numeric,
-      dec: numeric,
-      bit: length("bit", PADDED * 8),
-      varbit,
-      "bit varying": varbit,
-      time,
-      "time without time zone": time,
-      timetz,
-      "time with time zone": timetz,
-      timestamp,
-      "timestamp without time zone": timestamp,
-      timestamptz,
-      "timestamp with time zone": timestamptz,
-      interval: precision((p) => `interval(${p})`),
-    };
-  })();
+/** Bytes a row's padded casts (`char(n)`, `bit(n)`) may take together in one query. */
+const PADDED_TOTAL = 10_000;
+
+/**
+ * Type modifiers: the SQL spelling, each argument's range, and for a type that pads its values
+ * to its length, the bytes one unit of it takes.
+ */
+const MODIFIED: Record<
+  string,
+  { sql: (a: number[]) => string; ranges: [number, number][]; padded?: number }
+> = (() => {
+  const length = (name: string, max: number) => ({
+    sql: (a: number[]) => `${name}(${a[0]})`,
+    ranges: [[1, max]] as [number, number][],
+  });
+  const precision = (sql: (p: number) => string) => ({
+    sql: (a: number[]) => sql(a[0]),
+    ranges: [[0, 6]] as [number, number][],
+  });
+  // char(n) and bit(n) pad every value to n: a few request bytes must not become megabytes a
+  // value in PostgreSQL (a sort on `char(10485760)` wrote 10 MB of temp file a row), so their
+  // n is capped well below PostgreSQL's own limit. varchar(n) and varbit(n) only truncate.
+  const PADDED = 10_000;
+  const varchar = length("character varying", 10485760);
+  const bpchar = { ...length("character", PADDED), padded: 1 };
+  const varbit = length("bit varying", 83886080);
+  const numeric = {
+    sql: (a: number[]) => `numeric(${a.join(",")})`,
+    ranges: [[1, 1000], [0, 1000]] as [number, number][],
+  };
+  const time = precision((p) => `time(${p})`);
+  const timetz = precision((p) => `time(${p}) with time zone`);
+  const timestamp = precision((p) => `timestamp(${p})`);
+  const timestamptz = precision((p) => `timestamp(${p}) with time zone`);
+  return {
+    varchar,
+    "character varying": varchar,
+    bpchar,
+    char: bpchar,
+    character: bpchar,
+    numeric,
+    decimal: numeric,
+    dec: numeric,
+    bit: { ...length("bit", PADDED * 8), padded: 1 / 8 },
+    varbit,
+    "bit varying": varbit,
+    time,
+    "time without time zone": time,
+    timetz,
+    "time with time zone": timetz,
+    timestamp,
+    "timestamp without time zone": timestamp,
+    timestamptz,
+    "timestamp with time zone": timestamptz,
+    interval: precision((p) => `interval(${p})`),
+  };
+})();
 
 /** The cast-target error: one message shape for every refused, hidden or unknown target. */
 export function unknownType(v: string, pointer: string, why = ""): SvcError {
@@ -414,7 +423,7 @@ export function checkType(ctx: Ctx, v: unknown, pointer: string): string {
   if (typeof v !== "string") throw invalid(pointer, "expected a type name");
   const m = /^(.+?)\s*(?:\(([^()]*)\))?\s*((?:\[\])*)$/s.exec(v.trim());
   if (!m) throw unknownType(v, pointer);
-  if (m[2] !== undefined) return modified(v, m[1], m[2], pointer) + m[3];
+  if (m[2] !== undefined) return modified(ctx, v, m[1], m[2], pointer) + m[3];
   const base = ctx.schema.castTargets
     ? resolveCastTarget(ctx, m[1])
     : resolveTypeName(ctx.schema.typeNames, m[1]);
@@ -423,7 +432,7 @@ export function checkType(ctx: Ctx, v: unknown, pointer: string): string {
 }
 
 /** A type with a modifier, e.g. `numeric(10,2)`, spelled for SQL; else QUERY_UNKNOWN_TYPE. */
-function modified(v: string, name: string, args: string, pointer: string): string {
+function modified(ctx: Ctx, v: string, name: string, args: string, pointer: string): string {
   const key = name.toLowerCase().replace(/^pg_catalog\./, "").replaceAll(/\s+/g, " ");
   const spec = Object.hasOwn(MODIFIED, key) ? MODIFIED[key] : undefined;
   if (spec === undefined) {
@@ -453,6 +462,18 @@ function modified(v: string, name: string, args: string, pointer: string): strin
       throw unknownType(v, pointer, `: ${what} must be between ${lo} and ${hi}`);
     }
   });
+  // Padded casts repeated (in an `arr`, a `||`) add up: their total per query is capped too.
+  if (spec.padded !== undefined) {
+    ctx.padded = (ctx.padded ?? 0) + Math.ceil(values[0] * spec.padded);
+    if (ctx.padded > PADDED_TOTAL) {
+      throw unknownType(
+        v,
+        pointer,
+        `: char(n) and bit(n) casts pad each value, and a query's may take ${PADDED_TOTAL} bytes ` +
+          "a row together",
+      );
+    }
+  }
   return spec.sql(values);
 }
 

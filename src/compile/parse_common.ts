@@ -95,6 +95,8 @@ export interface Ctx {
   fieldColumns: WeakMap<Expr, Column>;
   /** Relations whose row types were cast to while `opts.rowTypes` was unknown. */
   pendingRowTypes: Set<number>;
+  /** Bytes a value of the query's padded casts (`char(n)`, `bit(n)`) take together, so far. */
+  padded?: number;
 }
 
 /** What bare names and `.`/`agg` references resolve against. */

@@ -44,6 +44,34 @@ export function decimalParts(text: string): { sign: string; digits: string; exp:
   return { sign: m[1], digits: all.slice(start, end), exp };
 }
 
+/**
+ * The integer a numeric text stands for (`9007199254740993`, `9007199254740993.0`, `9.0e15`), or
+ * null when it has a fraction or more than `maxDigits` digits.
+ */
+export function integerOf(text: string, maxDigits = 40): bigint | null {
+  const p = decimalParts(text);
+  if (!p || p.exp < 0) return p && p.digits === "" ? 0n : null;
+  if (p.digits === "") return 0n;
+  if (p.digits.length + p.exp > maxDigits) return null;
+  return BigInt(`${p.sign}${p.digits}${"0".repeat(p.exp)}`);
+}
+
+/**
+ * A numeric text in plain decimal notation, as PostgreSQL's `numeric` prints it (`1.5e3` →
+ * `1500`), or the text as it is when that would be longer than `maxLength` (an exponent of
+ * thousands must not become thousands of characters).
+ */
+export function plainDecimal(text: string, maxLength = 1000): string {
+  const p = decimalParts(text);
+  if (!p || p.digits === "") return p ? "0" : text;
+  const { sign, digits, exp } = p;
+  const point = digits.length + exp; // digits before the decimal point
+  if (Math.max(point, digits.length, -exp) > maxLength) return text;
+  if (exp >= 0) return sign + digits + "0".repeat(exp);
+  if (point <= 0) return `${sign}0.${"0".repeat(-point)}${digits}`;
+  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+}
+
 /** The canonical digits and exponent of a JSON number's text (`1.50e1` and `15` alike). */
 function canonical(text: string): string {
   const p = decimalParts(text);

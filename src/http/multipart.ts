@@ -11,6 +11,7 @@
  * HTTP_MULTIPART_INVALID (the parser would cut it silently). A failed decode removes every file it
  * wrote.
  */
+import type { ReceiveBudget } from "../request/body_budget.ts";
 import { recordUploads } from "./uploads.ts";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import { SvcError } from "../svc_error.ts";
@@ -48,6 +49,11 @@ export interface MultipartOptions {
   stream?: { dir: string; maxSize: number };
   /** Longest wait for the next body chunk, in ms (default 30 000). */
   idleTimeoutMs?: number;
+  /**
+   * The worker's receive budget: a body held in memory (not streamed to disk) counts against it
+   * while it arrives, as a JSON body does (src/request/body_budget.ts).
+   */
+  receiving?: ReceiveBudget;
 }
 
 // deno-lint-ignore no-control-regex
@@ -228,6 +234,7 @@ export async function decodeMultipart(
     );
   const reader = bodyReader(req.body);
   let total = 0;
+  const held = opts.stream ? undefined : opts.receiving?.start();
   try {
     while (true) {
       const { done, value } = await Promise.race([
@@ -237,6 +244,7 @@ export async function decodeMultipart(
       if (done || !value) break;
       total += value.length;
       if (total > cap) throw tooLarge();
+      held?.add(value.length);
       await Promise.race([write(value), failed.promise]);
       await flush();
     }
@@ -255,6 +263,8 @@ export async function decodeMultipart(
     }
     await removeFiles(stored);
     throw failure;
+  } finally {
+    held?.end();
   }
   // Own keys whatever their names (`toString`, `__proto__`).
   const body: MultipartBody = collectPairs(

@@ -24,9 +24,12 @@ export function routeHooks(cfg: Config, runtime: Runtime): RouteHooks {
   let multipart: Promise<typeof import("./multipart.ts")> | undefined;
   return {
     render: async (name, it, nonce) => (await loadTemplates()).render(name, it, nonce),
-    decodeMultipart: async (req, route) => {
+    decodeMultipart: async (req, route, receiving) => {
       const m = await (multipart ??= import("./multipart.ts"));
-      return m.decodeMultipart(req, m.multipartOptions(cfg.http, route.streamUpload));
+      return m.decodeMultipart(req, {
+        ...m.multipartOptions(cfg.http, route.streamUpload),
+        receiving,
+      });
     },
     csp: (nonce, override) => cspFor(cfg.http.csp, nonce, override),
   };

@@ -99,9 +99,15 @@ export function setupSql(opts: SetupRoles & { store?: string }): string {
   const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
   const anon = opts.anonymousRole;
   const auth = opts.authenticator ?? "svc_authenticator";
-  const schemas = opts.schemas && opts.schemas.length > 0 ? opts.schemas : ["public"];
-  /** A schema's name as SQL: bare when it needs no quotes. */
-  const ns = (name: string) => /^[a-z_][a-z0-9_]*$/.test(name) ? name : q(name);
+  // A configured name is always quoted (`user` is a reserved word); one holding a line break or
+  // another control character would end the example's `--` comment: it is left out, with a note.
+  const given = opts.schemas && opts.schemas.length > 0 ? opts.schemas : null;
+  // deno-lint-ignore no-control-regex
+  const control = /[\x00-\x1f\x7f]/;
+  const schemas = given ? given.filter((n) => !control.test(n)) : ["public"];
+  const left = given ? given.length - schemas.length : 0;
+  /** A schema's name as SQL. */
+  const ns = (name: string) => given ? q(name) : name;
   /** One line per exposed schema. */
   const each = (line: (schema: string) => string) =>
     schemas.map((name) => line(ns(name))).join("\n");
@@ -120,7 +126,11 @@ do $$ begin
 end $$;
 grant ${q(anon)} to ${q(auth)};
 
--- What anonymous requests may do: grant only that (example: read ${named}).
+${
+    left > 0
+      ? `-- ${left} schema name(s) of pg.schemas hold control characters: write their lines by hand.\n`
+      : ""
+  }-- What anonymous requests may do: grant only that (example: read ${named}).
 ${each((s) => `grant usage on schema ${s} to ${q(anon)};`)}
 ${each((s) => `-- grant select on all tables in schema ${s} to ${q(anon)};`)}
 

@@ -72,6 +72,8 @@ export class BodyBudget {
   #held = 0;
   #running = 0;
   readonly #queue: Waiter[] = [];
+  /** Bytes of the bodies waiting in the queue. */
+  #queued = 0;
 
   /**
    * @param budget bytes of large bodies handled at once; 0: no limit.
@@ -124,9 +126,18 @@ export class BodyBudget {
     work: () => Promise<T>,
   ): Promise<T> {
     if (bytes < LARGE_BODY || this.budget <= 0) return await work();
-    const release = this.#queue.length === 0 && this.#fits(bytes)
-      ? this.#take(bytes)
-      : await this.#wait(bytes, waitMs, signal);
+    const fits = this.#queue.length === 0 && this.#fits(bytes);
+    // Bodies read whole and waiting are held in memory as arriving ones are: together they stay
+    // within the receive budget (one may always wait).
+    const cap = this.receiving.budget;
+    if (!fits && cap > 0 && this.#queue.length > 0 && this.#queued + bytes > cap) {
+      throw new SvcError(
+        "HTTP_BUSY",
+        `too many large request bodies are waiting (${this.#queued} bytes, ` +
+          `http.receive_budget ${cap}); retry later`,
+      );
+    }
+    const release = fits ? this.#take(bytes) : await this.#wait(bytes, waitMs, signal);
     try {
       return await work();
     } finally {
@@ -136,9 +147,11 @@ export class BodyBudget {
 
   #wait(bytes: number, waitMs: number, signal: AbortSignal | null): Promise<() => void> {
     return new Promise((resolve, reject) => {
+      this.#queued += bytes;
       const waiter: Waiter = {
         bytes,
         admit: () => {
+          this.#queued -= bytes;
           limit.clear();
           signal?.removeEventListener("abort", leave);
           resolve(this.#take(bytes));
@@ -148,6 +161,7 @@ export class BodyBudget {
         const i = this.#queue.indexOf(waiter);
         if (i < 0) return;
         this.#queue.splice(i, 1);
+        this.#queued -= bytes;
         limit.clear();
         signal?.removeEventListener("abort", leave);
         // The next one may fit now that this one no longer waits ahead of it.

@@ -177,7 +177,8 @@ export function resolveParams(
           { details: { param: name, expected: def.type } },
         );
       }
-      out[name] = structuredClone(def.default);
+      // An exact number is immutable (and structuredClone would make it a plain object).
+      out[name] = isExactNumber(def.default) ? def.default : structuredClone(def.default);
       continue;
     }
     const nullable = def.type === "any" || (!def.required && def.default === null);

@@ -27,6 +27,7 @@
  *
  * @module
  */
+import { parseJsonExact } from "../formats/json.ts";
 import { loadYaml, parseYaml } from "../formats/yaml.ts";
 import { parse as parseHuml } from "../formats/huml.ts";
 import { parseQuery } from "../compile/parse.ts";
@@ -98,7 +99,7 @@ export class Registry {
 
 /** File extensions of definition files, with their parsers. */
 const PARSERS: Record<string, (text: string) => unknown> = {
-  ".json": (t) => JSON.parse(t),
+  ".json": (t) => parseJsonExact(t),
   ".yml": (t) => parseYaml(t),
   ".yaml": (t) => parseYaml(t),
   ".huml": (t) => parseHuml(t),

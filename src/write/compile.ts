@@ -6,6 +6,7 @@
  * transaction-local settings, see statements.ts), so all of them, the read-back and commit go to
  * the database in one round trip. Pure: no I/O.
  */
+import { isExactNumber, plainDecimal } from "../formats/json.ts";
 import type { LiteralValue, RelationNode, RootKeys } from "../compile/ast.ts";
 import { compileCondition, returningRead } from "../compile/sql.ts";
 import { capRowSize } from "../compile/rowsize.ts";
@@ -585,7 +586,14 @@ function buildInput(
         if (walk !== undefined) parts.push(fields[i], `\0${walk}\0`);
         else {
           if (rec && v !== null) rec.eligible = false;
-          parts.push(fields[i], typeof v === "number" ? plainNumber(v) : JSON.stringify(v));
+          parts.push(
+            fields[i],
+            typeof v === "number"
+              ? plainNumber(v)
+              : isExactNumber(v)
+              ? plainDecimal(v.rawJSON)
+              : JSON.stringify(v),
+          );
         }
       }
       if (c.flag) parts.push(flags[i], prow.writes.has(c.name) ? "true" : "false");

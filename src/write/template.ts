@@ -10,6 +10,7 @@
  * full every time, and so is a write whose values fail a check: the planner then reports the
  * error exactly as without templates. Pure: no I/O.
  */
+import { isExactNumber, plainDecimal } from "../formats/json.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import type { Column } from "../db/schema.ts";
 import { type PlanRecorder, planWrite } from "./plan.ts";
@@ -135,7 +136,8 @@ export function cachedTemplates(query: RelationNode): number {
 
 /** A payload value as JSON text in a statement's input (as compile.ts writes it). */
 function encode(v: unknown): string {
-  return typeof v === "number" ? plainNumber(v) : JSON.stringify(v);
+  if (typeof v === "number") return plainNumber(v);
+  return isExactNumber(v) ? plainDecimal(v.rawJSON) : JSON.stringify(v);
 }
 
 function fillText(pieces: string[], at: number[], vals: unknown[]): string {

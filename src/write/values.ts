@@ -4,7 +4,7 @@
  * database error).
  * Pure: no I/O.
  */
-import { type ExactNumber, isExactNumber } from "../formats/json.ts";
+import { type ExactNumber, integerOf, isExactNumber } from "../formats/json.ts";
 import type { Column } from "../db/schema.ts";
 import { invalid } from "../svc_error.ts";
 
@@ -130,10 +130,8 @@ function checkExact(
     case "N": {
       const bounds = INT_BOUNDS[col.type];
       if (!bounds) return;
-      if (/^-?\d+$/.test(text)) {
-        const n = BigInt(text);
-        if (n >= bounds[0] && n <= bounds[1]) return;
-      }
+      const n = integerOf(text);
+      if (n !== null && n >= bounds[0] && n <= bounds[1]) return;
       return failed(
         table,
         col,

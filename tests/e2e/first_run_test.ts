@@ -78,12 +78,19 @@ Deno.test("--print-setup-sql runs in a real database, its session-role example g
 });
 
 Deno.test("--print-setup-sql grants on the exposed schemas (pg.schemas), not public", async () => {
-  const out = await runSvc(["--print-setup-sql", "--pg.schemas=api,Other"]);
+  const out = await runSvc(["--print-setup-sql", "--pg.schemas=api,Other,user"]);
   assert.equal(out.code, 0, out.stderr);
-  assert.match(out.stdout, /^grant usage on schema api to "~anonymous";$/m);
+  assert.match(out.stdout, /^grant usage on schema "api" to "~anonymous";$/m);
   assert.match(out.stdout, /^grant usage on schema "Other" to "~anonymous";$/m);
-  assert.match(out.stdout, /^-- grant usage on all sequences in schema api to app_user;$/m);
+  // A reserved word is a schema name like another (quoted).
+  assert.match(out.stdout, /^grant usage on schema "user" to "~anonymous";$/m);
+  assert.match(out.stdout, /^-- grant usage on all sequences in schema "api" to app_user;$/m);
   assert.doesNotMatch(out.stdout, /schema public/);
+  // A name with a line break would end a comment line: left out, with a note.
+  const nl = await runSvc(["--print-setup-sql"], { SVC_PG__SCHEMAS: "api,evil\ndrop table x" });
+  assert.equal(nl.code, 0, nl.stderr);
+  assert.doesNotMatch(nl.stdout, /^drop table x/m);
+  assert.match(nl.stdout, /1 schema name\(s\) of pg.schemas hold control characters/);
 });
 
 Deno.test("--print-setup-sql names the configured authenticator (pg.user, or pg.uri's user)", async () => {

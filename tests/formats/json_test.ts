@@ -1,6 +1,12 @@
 /** Exact JSON numbers (src/formats/json.ts): only a number a double cannot hold is kept as text. */
 import assert from "node:assert/strict";
-import { exactNumber, isExactNumber, parseJsonExact } from "../../src/formats/json.ts";
+import {
+  exactNumber,
+  integerOf,
+  isExactNumber,
+  parseJsonExact,
+  plainDecimal,
+} from "../../src/formats/json.ts";
 
 Deno.test("numbers a double holds stay numbers; the others keep their text", () => {
   const v = parseJsonExact(
@@ -60,4 +66,17 @@ Deno.test("a number of two million digits parses at once, whatever its zeros (no
   const out = await child.output();
   clearTimeout(timer);
   assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+});
+
+Deno.test("integerOf and plainDecimal read a numeric text exactly, without blowing up exponents", () => {
+  assert.equal(integerOf("9007199254740993"), 9007199254740993n);
+  assert.equal(integerOf("9007199254740993.0"), 9007199254740993n);
+  assert.equal(integerOf("9.007199254740993e15"), 9007199254740993n);
+  assert.equal(integerOf("-0.0"), 0n);
+  assert.equal(integerOf("1.5"), null);
+  assert.equal(integerOf("1e100000000"), null, "beyond 40 digits: no 100-million-digit string");
+  assert.equal(plainDecimal("1.23456789012345678901e3"), "1234.56789012345678901");
+  assert.equal(plainDecimal("1.5e-20"), "0.000000000000000000015");
+  assert.equal(plainDecimal("-12e2"), "-1200");
+  assert.equal(plainDecimal("1e100000000"), "1e100000000", "kept as written past 1000 characters");
 });

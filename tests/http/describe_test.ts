@@ -271,6 +271,21 @@ Deno.test("type modifiers: only types that take one, in range; never a 5xx", asy
     assert.equal(body.code, "QUERY_UNKNOWN_TYPE", t);
     assert.ok(body.message.startsWith(`unknown type '${t}'`), body.message);
   }
+  // Padded casts add up within a query: repeated in an `arr`, beyond 10,000 bytes a row together.
+  const padded = (n: number, t: string) =>
+    srv.post("/svc", {
+      relation: "genre",
+      select: { x: ["arr", ...Array(n).fill(["cast", ["x"], t])] },
+      limit: 1,
+    });
+  const two = await padded(2, "char(5000)");
+  assert.equal(two.status, 200, await two.clone().text());
+  await two.body?.cancel();
+  const many = await padded(3, "char(5000)");
+  const body = await many.json();
+  assert.equal(many.status, 400, JSON.stringify(body));
+  assert.equal(body.code, "QUERY_UNKNOWN_TYPE");
+  assert.match(body.message, /together/);
   // The message of a modifier on a type that takes none is the same whether the type exists.
   const shape = async (t: string) =>
     (await (await srv.post("/svc", {

@@ -41,6 +41,13 @@ await Deno.writeTextFile(
     },
   }),
 );
+// A definition file's default keeps every digit too (written as text: JSON.stringify here would
+// round it).
+await Deno.writeTextFile(
+  `${wellknown}/row_b.json`,
+  `{"name":"row_b","params":{"id":{"type":"integer","default":9007199254740993}},` +
+    `"query":{"relation":"big_ids","select":["note"],"where":["=","id",["$param","id","bigint"]]}}`,
+);
 const srv = await startServer(uri, [`--pg.query.wellknown_path=${wellknown}`]);
 const B = "9007199254740993";
 
@@ -69,6 +76,8 @@ Deno.test("a read by an id beyond 2^53 finds that row: POST, GET, function argum
   assert.equal(await route.text(), '"row B"');
   const wk = await srv.get(`/svc?wellknown=by_id&params.id=${B}`);
   assert.deepEqual(await wk.json(), [{ note: "row B" }]);
+  const byDefault = await srv.get(`/svc?wellknown=row_b`);
+  assert.deepEqual(await byDefault.json(), [{ note: "row B" }]);
 });
 
 Deno.test("a write keeps every digit: an upsert of row B updates row B; numeric and jsonb exact", async () => {
@@ -103,6 +112,19 @@ Deno.test("an integer beyond bigint's range is svc's 400; an exact literal compu
   assert.equal(res.status, 400, JSON.stringify(body));
   assert.equal(body.code, "QUERY_INVALID");
   assert.match(body.message, /got the number 9223372036854775808/);
+  // An integer written with a fraction of zeros or an exponent is that integer.
+  const spelled = await fetch(`${srv.url}/svc`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: `{"query":{"relation":"big_ids","select":["id"]},"data":[{"id":9007199254740995.0},` +
+      `{"id":9.007199254740997e15}],"returns":"none","stats":true}`,
+  });
+  assert.equal(spelled.status, 200, await spelled.clone().text());
+  await spelled.body?.cancel();
+  const ids = await sql<
+    { id: string }
+  >`select id::text from big_ids where id > 9007199254740994 order by id`;
+  assert.deepEqual(ids.map((r) => r.id), ["9007199254740995", "9007199254740997"]);
   const sum = await fetch(`${srv.url}/svc`, {
     method: "POST",
     headers: { "content-type": "application/json" },

@@ -367,6 +367,37 @@ Deno.test("bodies still arriving share http.receive_budget: past it 503 HTTP_BUS
   });
 });
 
+Deno.test("multipart bodies held in memory share http.receive_budget too", async () => {
+  // A probe of the receive budget: five stalled 700 KB multipart bodies to a route were all held.
+  await withServer(["--http.receive_budget=1000000"], async (s) => {
+    const u = new URL(s.url);
+    const open = async (send: number) => {
+      const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
+      const head = `--b\r\ncontent-disposition: form-data; name="body"\r\n\r\n`;
+      await conn.write(
+        new TextEncoder().encode(
+          `POST /take HTTP/1.1\r\nhost: ${u.host}\r\n` +
+            `content-type: multipart/form-data; boundary=b\r\ncontent-length: 3000000\r\n\r\n${head}`,
+        ),
+      );
+      const x = new Uint8Array(send).fill(0x78);
+      let off = 0;
+      while (off < x.length) off += await conn.write(x.subarray(off, off + 65536));
+      return conn;
+    };
+    const first = await open(1_500_000);
+    await new Promise((r) => setTimeout(r, 300));
+    const second = await open(400_000);
+    const buf = new Uint8Array(4096);
+    const n = await second.read(buf);
+    const refused = n === null ? "" : new TextDecoder().decode(buf.subarray(0, n));
+    assert.match(refused, /^HTTP\/1\.1 503/);
+    assert.match(refused, /x-svc-errorcode: HTTP_BUSY/i);
+    second.close();
+    first.close();
+  });
+});
+
 Deno.test("large bodies run within http.body_budget: one at a time here, 503 HTTP_BUSY past the wait", async () => {
   // Each write's statement takes 2 s; bodies of 100 kB; room for one; waits end at 3 s.
   const write = (i: number) =>

@@ -4,7 +4,7 @@
  * wait ends with 503 HTTP_BUSY at its limit or when the client leaves.
  */
 import assert from "node:assert/strict";
-import { BodyBudget, LARGE_BODY } from "../../src/request/body_budget.ts";
+import { BodyBudget, LARGE_BODY, ReceiveBudget } from "../../src/request/body_budget.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
 /** A piece of work that finishes when told to. */
@@ -107,4 +107,42 @@ Deno.test("budget 0: no limit", async () => {
   a.open("a");
   c.open("c");
   await Promise.all([pa, pc]);
+});
+
+Deno.test("bodies waiting for room stay within the receive budget: past it 503 at once", async () => {
+  // Found by a probe: twelve 900 KB bodies read whole waited (in memory) up to 30 s each, counted
+  // by neither budget.
+  const b = new BodyBudget(LARGE_BODY, new ReceiveBudget(3 * LARGE_BODY));
+  const running = gate();
+  const p = b.run(LARGE_BODY, 10_000, null, running.work);
+  const waiting = [gate(), gate(), gate()].map((g) => b.run(LARGE_BODY, 10_000, null, g.work));
+  await tick();
+  assert.equal(b.waiting, 3);
+  await assert.rejects(
+    () => b.run(LARGE_BODY, 10_000, null, () => Promise.resolve("never")),
+    (e) => e instanceof SvcError && e.code === "HTTP_BUSY",
+  );
+  assert.equal(b.waiting, 3, "the refused one never waited");
+  running.open("done");
+  assert.equal(await p, "done");
+  // Each admitted waiter gives its queued bytes back (its own work never finishes here).
+  await tick();
+  assert.equal(b.waiting, 2);
+  void waiting;
+});
+
+Deno.test("the receive budget: chunks past it are refused unless their body arrives alone", () => {
+  const r = new ReceiveBudget(100);
+  const one = r.start();
+  one.add(150); // alone: beyond the budget, still received
+  const two = r.start();
+  assert.throws(() => two.add(1), (e) => e instanceof SvcError && e.code === "HTTP_BUSY");
+  two.end();
+  one.end();
+  one.end(); // twice: counted once
+  assert.equal(r.held, 0);
+  const three = r.start();
+  three.add(100);
+  three.end();
+  assert.equal(r.held, 0);
 });

@@ -23,7 +23,7 @@ export interface RouteHooks {
   /** Renders a template with `it` (the content, `it.nonce` set) and the response's CSP nonce. */
   render?(template: string, it: unknown, nonce: string): Promise<string>;
   /** Decodes a multipart/form-data body for a route (fields, files; `stream_upload` aware). */
-  decodeMultipart?(req: Request, route: Route): Promise<unknown>;
+  decodeMultipart?(req: Request, route: Route, receiving?: ReceiveBudget): Promise<unknown>;
   /** The Content-Security-Policy of a rendered page: configured (or `override`) plus the nonce. */
   csp?(nonce: string, override: string | null): string;
 }
@@ -82,7 +82,7 @@ export async function readBody(
       throw new SvcError("HTTP_UNSUPPORTED_MEDIA_TYPE", "multipart bodies are not supported here");
     }
     requireIdentity(req);
-    return { value: await hooks.decodeMultipart(req, route) };
+    return { value: await hooks.decodeMultipart(req, route, receiving) };
   }
   if (req.method === "GET" || req.method === "HEAD") return { value: null };
   const bytes = await readBodyBytes(req, maxBytes, idleMs, receiving);
