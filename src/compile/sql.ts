@@ -376,13 +376,17 @@ class Compiler {
     const names = keys.columns.map((_, i) => `"k${i}"`);
     const on = keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = "k".${names[i]}`);
     // Keys from a setting are unknown to the planner: an implied `= ANY(…)` per column lets it
-    // use the key's index instead of hashing the whole relation.
-    const any = keys.settings === undefined
-      ? ""
-      : ` WHERE ${
-        keys.columns.map((c, i) => `${ident(node.sqlAlias)}.${ident(c)} = ANY(${arrays[i]})`)
-          .join(" AND ")
-      }`;
+    // use the key's index instead of hashing the whole relation. The array is a sub-select (an
+    // init plan, computed once): as a plain expression a sequential scan parsed the whole setting
+    // again for every row it met, quadratic in the rows written (found by a hostile probe).
+    const any = keys.settings === undefined ? "" : ` WHERE ${
+      keys.columns.map((c, i) => {
+        // `ANY((SELECT …))` alone would read as ANY over a sub-query's rows: the cast makes it
+        // an array expression.
+        const type = hintType(cols.find((col) => col.name === c)!.type);
+        return `${ident(node.sqlAlias)}.${ident(c)} = ANY((SELECT ${arrays[i]})::${type}[])`;
+      }).join(" AND ")
+    }`;
     return this.rows(
       node,
       `FROM ${this.from(node)} ` +

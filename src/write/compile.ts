@@ -327,8 +327,11 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         params: [JSON.stringify(entries)],
         counts: "none",
       });
-      shape.push("root keys");
-      builders.push(() => rootKeysStatement(root.keyColumns.length));
+      const storing = [
+        ...new Set(entries.flatMap((e) => e.length === 2 ? [e[0] as number] : [])),
+      ].sort((a, b) => a - b);
+      shape.push(`root keys:${storing.join(",")}`);
+      builders.push(() => rootKeysStatement(root.keyColumns.length, storing));
       rootKeys = {
         columns: [...root.keyColumns],
         rows: [],

@@ -171,7 +171,11 @@ function input(spec: RowsSpec, param = "$1"): string {
     // A row takes the column from at most one statement; a source row without values fails.
     const cases = fills.map((f) => {
       const at = `r.${ident(sourceField(f.statement))}`;
-      const stored = (i: number) => `"s${f.statement}"."c${i}"[${at} + 1]`;
+      // The stored values as a jsonb array made once (an init plan: an uncorrelated scalar
+      // sub-select), its elements reached in constant time. A text[] subscript walked the array
+      // to the element, and a joined sub-select could run again for every row: quadratic in the
+      // rows of a bulk write (found by a hostile probe).
+      const stored = (i: number) => `(${storedValues(f.statement, i)} ->> ${at})`;
       // In the ELSE branch the position is not null: the check raises without testing it again.
       return `CASE WHEN ${at} IS NULL THEN NULL WHEN ${stored(0)} IS NOT NULL THEN ` +
         `${stored(f.index)}::${c.type} ELSE CASE WHEN ('${spec.marker}:${f.check}:' || ${at})` +
@@ -179,16 +183,14 @@ function input(spec: RowsSpec, param = "$1"): string {
     });
     return `coalesce(${[...cases, `r.${q}`].join(", ")}) AS ${q}${flag}`;
   });
-  const joins = sources.map((k) => {
-    const used = new Set([0, ...spec.fills.filter((f) => f.statement === k).map((f) => f.index)]);
-    const read = [...used].sort((a, b) => a - b).map((i) =>
-      `current_setting('${valuesSetting(k, i)}')::text[] AS "c${i}"`
-    );
-    return ` CROSS JOIN (SELECT ${read.join(", ")} OFFSET 0) AS "s${k}"`;
-  });
   return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${
     recordset(defs, "r", param, true, spec.json)
-  }${joins.join("")}`;
+  }`;
+}
+
+/** The values column `i` of statement `k` stored, as a jsonb array computed once (an init plan). */
+function storedValues(k: number, i: number): string {
+  return `(SELECT to_jsonb(current_setting('${valuesSetting(k, i)}')::text[]))`;
 }
 
 function returning(t: StatementTarget, alias = "t"): string {
@@ -357,13 +359,22 @@ export function lookupStatement(spec: RowsSpec): string {
  * `$1`: one entry per root row, its key values, or `[statement, position]` of the stored row
  * holding them.
  */
-export function rootKeysStatement(keyColumns: number): string {
+export function rootKeysStatement(keyColumns: number, statements: number[]): string {
+  // Each storing statement's values read once, as jsonb arrays (constant-time elements; reading
+  // the setting per entry parsed it whole each time: quadratic, found by a hostile probe).
+  const stored = (i: number) =>
+    statements.length === 0
+      ? "NULL"
+      : `CASE (a.e ->> 0)::int ${
+        statements.map((k) => `WHEN ${k} THEN ${storedValues(k, i)} ->> (a.e ->> 1)::int`)
+          .join(" ")
+      } END`;
   const sets = Array.from(
     { length: keyColumns },
     (_, i) =>
       `set_config('${rootKeysSetting(i)}', coalesce(array_agg(CASE WHEN jsonb_typeof(a.e -> 0) = ` +
-      `'array' THEN a.e -> 0 ->> ${i} ELSE (current_setting('svc.w_' || (a.e ->> 0) || '_${i}')` +
-      `::text[])[(a.e ->> 1)::int + 1] END ORDER BY a.o), '{}')::text, true) AS "r${i}"`,
+      `'array' THEN a.e -> 0 ->> ${i} ELSE ${stored(i)} END ORDER BY a.o), '{}')::text, true) ` +
+      `AS "r${i}"`,
   );
   return `SELECT ${
     sets.join(", ")
