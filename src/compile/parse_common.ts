@@ -97,6 +97,13 @@ export interface Ctx {
   pendingRowTypes: Set<number>;
   /** Bytes a value of the query's padded casts (`char(n)`, `bit(n)`) take together, so far. */
   padded?: number;
+  /**
+   * Set while select, order_by and distinct_on expressions are parsed: their literals are
+   * computed into every row (a sort key, an aggregate's input), so their bytes are counted
+   * (`rowLiterals`) and capped (src/compile/expr.ts ROW_LITERALS_MAX).
+   */
+  perRow?: boolean;
+  rowLiterals?: number;
 }
 
 /** What bare names and `.`/`agg` references resolve against. */
