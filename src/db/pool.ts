@@ -136,6 +136,8 @@ export class Lease {
   sweptAt = this.activeAt;
   /** Set when the request ran past its budget and was cancelled. */
   overBudget = false;
+  /** The connection's {@link Connection.completed} as of the last sweep (a change is progress). */
+  completedSeen: number;
 
   constructor(
     readonly slot: Slot,
@@ -143,7 +145,9 @@ export class Lease {
     /** The request's `X-Request-Id` (for the log line). */
     readonly requestId: string | undefined,
     readonly end: (lease: Lease, ok: boolean) => void,
-  ) {}
+  ) {
+    this.completedSeen = conn.completed;
+  }
 
   /**
    * Records progress (a statement answered, a streamed batch taken by the client): the lease
@@ -373,6 +377,12 @@ export class Database {
       if (!holder) continue;
       if (holder.clientSince === 0) holder.busyMs += now - holder.sweptAt;
       holder.sweptAt = now;
+      // A statement completed since the last sweep (one of a batch of slow ones): progress.
+      const completed = holder.conn.completed;
+      if (completed !== holder.completedSeen) {
+        holder.completedSeen = completed;
+        holder.activeAt = now;
+      }
       if (this.#budgetMs > 0 && holder.busyMs > this.#budgetMs) {
         if (holder.busyMs > this.#budgetMs + this.#graceMs) {
           this.#kill(slot, holder, now, "running statements");
@@ -418,6 +428,9 @@ export class Database {
     );
     const conn = slot.conn;
     slot.conn = null;
+    // The backend may still run the statement: cancel it (over a connection of its own) rather
+    // than leave it running, unseen, beside the fresh connection taking the slot.
+    conn?.cancel().catch(() => {});
     conn?.destroy(
       new PgConnectionError(
         "CONNECTION_CLOSED",

@@ -329,7 +329,11 @@ function batchOf(
   const n = statements.length;
   if (n === 1) return end ? [BEGIN, role, statements[0], end] : [BEGIN, role, statements[0]];
   const batch = [BEGIN, role];
-  for (let i = 0; i < n; i++) batch.push(statements[i]);
+  // Each but the last flushed: the pool sees each statement complete (its lease's progress), so
+  // a write of several slow statements is bounded by pg.query.transaction_timeout, not closed as
+  // stalled at the lease deadline (found by a hostile probe).
+  for (let i = 0; i < n - 1; i++) batch.push({ ...statements[i], flush: true });
+  batch.push(statements[n - 1]);
   if (end) batch.push(end);
   return batch;
 }

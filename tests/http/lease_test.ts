@@ -22,6 +22,14 @@ import type { RequestRole } from "../../src/auth/roles.ts";
 import { SvcError } from "../../src/svc_error.ts";
 
 const FIXTURE = `
+create function nap() returns trigger language plpgsql as $$ begin perform pg_sleep(0.8); return null; end $$;
+create table slow_a (id int generated always as identity primary key, v int);
+create table slow_b (id int generated always as identity primary key, a int references slow_a, v int);
+create table slow_c (id int generated always as identity primary key, b int references slow_b, v int);
+create trigger nap after insert on slow_a for each statement execute function nap();
+create trigger nap after insert on slow_b for each statement execute function nap();
+create trigger nap after insert on slow_c for each statement execute function nap();
+grant select, insert on slow_a, slow_b, slow_c to "~anonymous";
 create function add3(a int, b int, c int) returns int language sql immutable as $$ select a + b + c $$;
 grant execute on function add3(int, int, int) to "~anonymous";
 create table note (id int primary key, body text);
@@ -478,6 +486,49 @@ Deno.test({
     } finally {
       await svc.stop();
       proxy.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "a batch of slow statements makes progress: it runs past the lease deadline, not killed",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    // Found by a hostile probe: a statement completing inside a write's pipeline was no
+    // progress, so a write of several slow statements was closed at statement_timeout +
+    // lease_grace (503 PG_UNAVAILABLE, "no progress"), its backend left running. Three inserts of
+    // 0.8 s each (a trigger), each under the 1 s statement timeout, 2.4 s in all: past 1 s + 1 s
+    // of grace, within the transaction timeout.
+    const s = await startServer(uri, [
+      "--pg.query.statement_timeout=1000",
+      "--pg.lease_grace=1",
+      "--pg.query.transaction_timeout=10000",
+    ]);
+    try {
+      const before = await metricValue(`${s.url}/svc/metrics`, /^svc_pg_leases_killed_total (\d+)/m)
+        .catch(() => 0);
+      const r = await post(s, {
+        query: {
+          relation: "slow_a",
+          select: ["id", "v", "bs"],
+          join: {
+            bs: {
+              relation: "slow_b",
+              on: { a: "id" },
+              select: ["id", "v", "cs"],
+              join: { cs: { relation: "slow_c", on: { b: "id" }, select: ["id", "v"] } },
+            },
+          },
+        },
+        data: [{ v: 1, bs: [{ v: 2, cs: [{ v: 3 }] }] }],
+      });
+      assert.equal(r.status, 200, r.text.slice(0, 300));
+      const after = await metricValue(`${s.url}/svc/metrics`, /^svc_pg_leases_killed_total (\d+)/m)
+        .catch(() => 0);
+      assert.equal(after, before, "no lease killed");
+    } finally {
+      await s.stop();
     }
   },
 });
