@@ -136,8 +136,12 @@ export class Lease {
   sweptAt = this.activeAt;
   /** Set when the request ran past its budget and was cancelled. */
   overBudget = false;
-  /** The connection's {@link Connection.completed} as of the last sweep (a change is progress). */
-  completedSeen: number;
+  /**
+   * The request's statements sent in one pipeline (a write's, a batch's): PostgreSQL answers them
+   * together at its end, each taking up to the statement timeout, so the lease deadline allows
+   * each of them its time (the transaction timeout bounds them together). Set by runAs.
+   */
+  statements = 1;
 
   constructor(
     readonly slot: Slot,
@@ -145,9 +149,7 @@ export class Lease {
     /** The request's `X-Request-Id` (for the log line). */
     readonly requestId: string | undefined,
     readonly end: (lease: Lease, ok: boolean) => void,
-  ) {
-    this.completedSeen = conn.completed;
-  }
+  ) {}
 
   /**
    * Records progress (a statement answered, a streamed batch taken by the client): the lease
@@ -377,12 +379,6 @@ export class Database {
       if (!holder) continue;
       if (holder.clientSince === 0) holder.busyMs += now - holder.sweptAt;
       holder.sweptAt = now;
-      // A statement completed since the last sweep (one of a batch of slow ones): progress.
-      const completed = holder.conn.completed;
-      if (completed !== holder.completedSeen) {
-        holder.completedSeen = completed;
-        holder.activeAt = now;
-      }
       if (this.#budgetMs > 0 && holder.busyMs > this.#budgetMs) {
         if (holder.busyMs > this.#budgetMs + this.#graceMs) {
           this.#kill(slot, holder, now, "running statements");
@@ -398,14 +394,27 @@ export class Database {
           holder.cancel();
         }
       }
-      if (this.#leaseDeadlineMs === 0 || now - holder.activeAt <= this.#leaseDeadlineMs) leased++;
-      else if (holder.stall()) leased++; // waits for its client: it lets go of the connection
+      if (this.#leaseDeadlineMs === 0 || now - holder.activeAt <= this.#deadlineOf(holder)) {
+        leased++;
+      } else if (holder.stall()) leased++; // waits for its client: it lets go of the connection
       else this.#kill(slot, holder, now, "without progress");
     }
     if (leased === 0) {
       clearInterval(this.#watchdog);
       this.#watchdog = undefined;
     }
+  }
+
+  /**
+   * How long `holder` may go without progress: the lease deadline, plus the statement timeout for
+   * each more statement of its pipeline (their answers come together at its end), at most the
+   * transaction timeout (which bounds them together, {@link #sweep}). Found by a hostile probe: a
+   * write of three 17 s statements was closed as stalled at 35 s, 503 PG_UNAVAILABLE.
+   */
+  #deadlineOf(holder: Lease): number {
+    if (holder.statements <= 1) return this.#leaseDeadlineMs;
+    const more = (holder.statements - 1) * this.statementTimeout;
+    return this.#leaseDeadlineMs + (this.#budgetMs > 0 ? Math.min(more, this.#budgetMs) : more);
   }
 
   /**

@@ -242,6 +242,8 @@ export async function runAs<T>(
   }
   const lease = db.tryAcquire(who.requestId) ?? await db.acquire(who.signal, who.requestId);
   const role = setRole(who, db.statementTimeoutText);
+  // Answered together at the pipeline's end: the lease deadline allows each its time.
+  if (n > 1) lease.statements = n;
   tie(who, lease);
   try {
     if (opts.end === "open") return await open(lease, who, role, statements, opts.body);
@@ -329,11 +331,7 @@ function batchOf(
   const n = statements.length;
   if (n === 1) return end ? [BEGIN, role, statements[0], end] : [BEGIN, role, statements[0]];
   const batch = [BEGIN, role];
-  // Each but the last flushed: the pool sees each statement complete (its lease's progress), so
-  // a write of several slow statements is bounded by pg.query.transaction_timeout, not closed as
-  // stalled at the lease deadline (found by a hostile probe).
-  for (let i = 0; i < n - 1; i++) batch.push({ ...statements[i], flush: true });
-  batch.push(statements[n - 1]);
+  for (let i = 0; i < n; i++) batch.push(statements[i]);
   if (end) batch.push(end);
   return batch;
 }

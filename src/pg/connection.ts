@@ -54,11 +54,6 @@ export interface Statement {
   maxRows?: number;
   /** The portal's name (default: the unnamed portal). */
   portal?: string;
-  /**
-   * Send a Flush after its Execute: PostgreSQL then sends its results as soon as it has them,
-   * not at the batch's Sync, so a batch of slow statements shows its progress (src/db/pool.ts).
-   */
-  flush?: boolean;
 }
 
 /** Takes rows as raw bytes, straight from the receive buffer. */
@@ -287,11 +282,6 @@ export class Connection {
   #closeWaiters: ((e: Error) => void)[] = [];
   #scram: Scram | null = null;
 
-  /**
-   * Statements completed on this connection (CommandComplete messages): the pool reads it as a
-   * lease's progress while a batch of slow statements runs (src/db/pool.ts).
-   */
-  completed = 0;
   /** Backend process id (for cancel). */
   processId = 0;
   /** Backend secret key (for cancel). */
@@ -644,7 +634,6 @@ export class Connection {
           P.describe(w, "P", portal);
         }
         P.execute(w, portal, s.maxRows ?? 0);
-        if (s.flush) P.flush(w);
         const fields = prep && !described ? prep.fields : null;
         running[i] = {
           sink: s.sink,
@@ -972,7 +961,6 @@ export class Connection {
         if (r.result.rowCount === 0 && r.result.rows.length) {
           r.result.rowCount = r.result.rows.length;
         }
-        this.completed++;
         p.at++;
         p.copyOut = false;
         return;

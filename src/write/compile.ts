@@ -13,6 +13,7 @@ import { capRowSize } from "../compile/rowsize.ts";
 import type { Row } from "../db/tx.ts";
 import { invalid, SvcError } from "../svc_error.ts";
 import {
+  BULK_ROWS,
   deleteChildrenStatement,
   deleteRootStatement,
   type FillSource,
@@ -212,6 +213,7 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
       statement,
       index: plan.nodes[src].returning.indexOf(from),
       check: check({ kind: "missing", node: plan.nodes[src], rows: positions.get(statement) }),
+      bulk: (positions.get(statement)?.length ?? 0) >= BULK_ROWS,
     }));
     for (const f of fills) {
       if (f.index < 0) throw new SvcError("INTERNAL", `write: ${f.column} from an unread column`);
@@ -283,7 +285,8 @@ export function compileWrite(plan: WritePlan, opts: CompileWriteOptions = {}): C
         step.columns.map((c) => `${c.name}${c.role === "match" ? "=" : ""}${c.flag ? "?" : ""}`)
           .join(",")
       }:${
-        fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}`).join(",")
+        fills.map((f) => `${f.column}<${f.statement}.${f.index}#${f.check}${f.bulk ? "b" : ""}`)
+          .join(",")
       }${answerShape}`,
     );
     builders.push(() => build(spec));

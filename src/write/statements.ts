@@ -66,7 +66,16 @@ export interface FillSource {
   index: number;
   /** Check raised when the source row has no stored values (the row's position is the value). */
   check: number;
+  /**
+   * The source statement stored many rows ({@link BULK_ROWS} or more): its values are read as a
+   * jsonb array (constant-time elements) rather than a text[] (whose subscript walks the array,
+   * quadratic over a bulk write, but cheapest for a few rows).
+   */
+  bulk?: boolean;
 }
+
+/** Rows a statement stores from which its readers take a jsonb array (see FillSource.bulk). */
+export const BULK_ROWS = 200;
 
 /** The shared parts of a rows statement. */
 export interface RowsSpec {
@@ -175,7 +184,10 @@ function input(spec: RowsSpec, param = "$1"): string {
       // sub-select), its elements reached in constant time. A text[] subscript walked the array
       // to the element, and a joined sub-select could run again for every row: quadratic in the
       // rows of a bulk write (found by a hostile probe).
-      const stored = (i: number) => `(${storedValues(f.statement, i)} ->> ${at})`;
+      const stored = (i: number) =>
+        f.bulk
+          ? `(${storedValues(f.statement, i)} ->> ${at})`
+          : `"s${f.statement}"."c${i}"[${at} + 1]`;
       // In the ELSE branch the position is not null: the check raises without testing it again.
       return `CASE WHEN ${at} IS NULL THEN NULL WHEN ${stored(0)} IS NOT NULL THEN ` +
         `${stored(f.index)}::${c.type} ELSE CASE WHEN ('${spec.marker}:${f.check}:' || ${at})` +
@@ -183,9 +195,21 @@ function input(spec: RowsSpec, param = "$1"): string {
     });
     return `coalesce(${[...cases, `r.${q}`].join(", ")}) AS ${q}${flag}`;
   });
+  // A few stored rows: each source's text[] read once by a joined sub-select (cheapest then).
+  const small = [...new Set(spec.fills.filter((f) => !f.bulk).map((f) => f.statement))];
+  const joins = small.map((k) => {
+    const used = new Set([
+      0,
+      ...spec.fills.filter((f) => f.statement === k && !f.bulk).map((f) => f.index),
+    ]);
+    const read = [...used].sort((a, b) => a - b).map((i) =>
+      `current_setting('${valuesSetting(k, i)}')::text[] AS "c${i}"`
+    );
+    return ` CROSS JOIN (SELECT ${read.join(", ")} OFFSET 0) AS "s${k}"`;
+  });
   return `SELECT ${['r."@o"', ...cols].join(", ")} FROM ${
     recordset(defs, "r", param, true, spec.json)
-  }`;
+  }${joins.join("")}`;
 }
 
 /** The values column `i` of statement `k` stored, as a jsonb array computed once (an init plan). */
