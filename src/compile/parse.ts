@@ -433,12 +433,12 @@ function parseClauses(
     node.where = parseExpr(ctx, scope, tree.where, p, 0);
     assertBoolean(node.where, p);
   }
-  node.limit = parseCount(tree.limit, ptr(pointer, "limit"));
-  node.offset = parseCount(tree.offset, ptr(pointer, "offset"));
   // Expressions computed for every row (see Ctx.perRow).
   ctx.perRow = true;
   try {
     node.select = parseSelect(ctx, scope, tree.select, ptr(pointer, "select"));
+    node.limit = parseCount(tree.limit, ptr(pointer, "limit"));
+    node.offset = parseCount(tree.offset, ptr(pointer, "offset"));
     if (tree.order_by !== undefined) {
       node.orderBy = parseOrderBy(ctx, scope, tree.order_by, ptr(pointer, "order_by"));
     }
