@@ -101,5 +101,12 @@ export function exactNumber(text: string): number | ExactNumber {
  */
 export function parseJsonExact(text: string): unknown {
   if (!LONG_NUMBER.test(text)) return JSON.parse(text);
-  return JSON.parse(text, keepExact as (this: unknown, key: string, value: unknown) => unknown);
+  try {
+    return JSON.parse(text, keepExact as (this: unknown, key: string, value: unknown) => unknown);
+  } catch (e) {
+    // A reviver walks the value recursively: nested too deep for the stack, the text is parsed
+    // without it (iteratively), so that the caller's depth limit names the problem.
+    if (e instanceof RangeError) return JSON.parse(text);
+    throw e;
+  }
 }

@@ -80,3 +80,9 @@ Deno.test("integerOf and plainDecimal read a numeric text exactly, without blowi
   assert.equal(plainDecimal("-12e2"), "-1200");
   assert.equal(plainDecimal("1e100000000"), "1e100000000", "kept as written past 1000 characters");
 });
+
+Deno.test("a value nested deeper than a reviver's stack is parsed without it (the depth limit names it)", async () => {
+  const { parseJson } = await import("../../src/request/body.ts");
+  const deep = "[".repeat(500_000) + "12345678901234567890" + "]".repeat(500_000);
+  assert.throws(() => parseJson(deep, 64), /nested deeper than 64 levels/);
+});
