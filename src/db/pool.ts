@@ -253,8 +253,10 @@ interface Slot {
  * answering, a client that stopped reading a streamed answer), no lease outlives
  * `statementTimeout` + `leaseGrace` without progress. Progress is a statement of the request
  * answered (PostgreSQL's statement timeout also runs per statement) or a streamed batch taken by
- * the client. Past it the connection is destroyed (its pending statements fail, it is never
- * handed out again), the request fails (503 PG_UNAVAILABLE), the slot serves the next request
+ * the client; a pipeline of n statements, answered together at its end, is allowed (n − 1) more
+ * statement timeouts, at most the transaction timeout. Past it the connection's statement is
+ * cancelled and the connection destroyed (its pending statements fail, it is never handed out
+ * again), the request fails (503 PG_UNAVAILABLE), the slot serves the next request
  * with a new connection, and the event is logged and counted (`svc_pg_leases_killed_total`). A
  * lease past `statementTimeout` alone is "overdue" ({@link PoolStats.overdue}). With a statement
  * timeout of 0 (statements may run for ever) there is no deadline.
