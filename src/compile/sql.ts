@@ -636,9 +636,9 @@ class Compiler {
 function literalType(v: LiteralValue, hint: string | null): string {
   if (isExactNumber(v)) {
     // An integer in bigint's range compares with a bigint key as one (its index still serves).
-    const int = /^-?\d+$/.test(v.rawJSON) && BigInt(v.rawJSON) >= -(2n ** 63n) &&
-      BigInt(v.rawJSON) < 2n ** 63n;
-    return int ? "bigint" : "numeric";
+    if (!/^-?\d+$/.test(v.rawJSON)) return "numeric";
+    const n = BigInt(v.rawJSON);
+    return n >= -(2n ** 63n) && n < 2n ** 63n ? "bigint" : "numeric";
   }
   if (typeof v === "number") {
     if (!Number.isInteger(v)) return "numeric";

@@ -46,24 +46,37 @@ export function deriveViewKeys(
   tableFks: TableForeignKey[],
   exposed: (r: Relation) => boolean,
 ): void {
-  const bases = new Map<number, Base | null>();
-  const baseOf = (oid: number, depth: number): Base | null => {
-    if (bases.has(oid)) return bases.get(oid)!;
-    bases.set(oid, null);
+  /**
+   * The relation a view reads row for row and the columns of it the view shows, as [view column,
+   * source column] pairs in view order; null when the view is not such a view.
+   */
+  const shownBy = (oid: number): { src: Relation; pairs: [string, string][] } | null => {
     const o = origins.get(oid);
     const src = o?.source != null ? byOid.get(o.source) : undefined;
     const names = attNames.get(oid);
     const srcNames = o?.source != null ? attNames.get(o.source) : undefined;
+    if (!o || !src || !names || !srcNames) return null;
+    const pairs: [string, string][] = [];
+    for (const [resno, origin] of o.columns) {
+      if (origin.rel !== o.source) continue;
+      const from = srcNames.get(origin.attnum);
+      const to = names.get(resno);
+      if (from !== undefined && to !== undefined) pairs.push([to, from]);
+    }
+    return { src, pairs };
+  };
+
+  const bases = new Map<number, Base | null>();
+  const baseOf = (oid: number, depth: number): Base | null => {
+    if (bases.has(oid)) return bases.get(oid)!;
+    bases.set(oid, null);
+    const shown = depth < MAX_DEPTH ? shownBy(oid) : null;
     let out: Base | null = null;
-    if (o && src && names && srcNames && depth < MAX_DEPTH) {
+    if (shown) {
+      const src = shown.src;
       // Column of the relation read → the first view column showing it.
       const direct = new Map<string, string>();
-      for (const [resno, origin] of o.columns) {
-        if (origin.rel !== o.source) continue;
-        const from = srcNames.get(origin.attnum);
-        const to = names.get(resno);
-        if (from !== undefined && to !== undefined && !direct.has(from)) direct.set(from, to);
-      }
+      for (const [to, from] of shown.pairs) if (!direct.has(from)) direct.set(from, to);
       if (src.kind !== "view") out = { table: src, columns: direct };
       else {
         const inner = baseOf(src.oid, depth + 1);
@@ -101,23 +114,14 @@ export function deriveViewKeys(
     if (v.kind !== "view") return true;
     if (factsDone.has(oid)) return factsDone.get(oid)!;
     factsDone.set(oid, false);
-    const o = origins.get(oid);
-    const src = o?.source != null ? byOid.get(o.source) : undefined;
-    const names = attNames.get(oid);
-    const srcNames = o?.source != null ? attNames.get(o.source) : undefined;
+    const shown = depth < MAX_DEPTH && !v.userTriggers && !v.hasRules ? shownBy(oid) : null;
+    const src = shown?.src;
     let done = false;
     if (
-      o && src && names && srcNames && depth < MAX_DEPTH && !v.userTriggers && !v.hasRules &&
-      columnFacts(src.oid, depth + 1) && (src.kind !== "view" || src.columnsFromTable === true)
+      shown && src && columnFacts(src.oid, depth + 1) &&
+      (src.kind !== "view" || src.columnsFromTable === true)
     ) {
-      const shows = new Map<string, string>(); // view column → the source column it shows
-      for (const [resno, origin] of o.columns) {
-        if (origin.rel !== o.source) continue;
-        const from = srcNames.get(origin.attnum);
-        const to = names.get(resno);
-        if (from !== undefined && to !== undefined) shows.set(to, from);
-      }
-      takeFacts(v, src, shows);
+      takeFacts(v, src, new Map(shown.pairs));
       done = true;
     }
     factsDone.set(oid, done);

@@ -486,25 +486,17 @@ function scalarInput(node: PlanNode, step: RowsStep): boolean {
 }
 
 /**
- * A number as JSON text in plain decimal notation, as PostgreSQL's `numeric` prints it
- * (`1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`): `jsonb` reads a number as `numeric`
- * and hands a text column that text; `json` hands over the text as written.
+ * A payload value as JSON text in a statement's input; a number (an exact one too) in plain
+ * decimal notation, as PostgreSQL's `numeric` prints it (`1e-7` → `0.0000001`, `1e21` →
+ * `1000000000000000000000`): `jsonb` reads a number as `numeric` and hands a text column that
+ * text; `json` hands over the text as written. template.ts writes its inputs the same way.
  */
-export function plainNumber(v: number): string {
-  const s = String(v);
-  const e = s.indexOf("e");
-  if (e < 0) return s;
-  const neg = s[0] === "-";
-  const mantissa = s.slice(neg ? 1 : 0, e);
-  const exp = Number(s.slice(e + 1));
-  const dot = mantissa.indexOf(".");
-  const digits = dot < 0 ? mantissa : mantissa.slice(0, dot) + mantissa.slice(dot + 1);
-  const point = (dot < 0 ? mantissa.length : dot) + exp; // digits before the decimal point
-  let out: string;
-  if (point <= 0) out = `0.${"0".repeat(-point)}${digits}`;
-  else if (point >= digits.length) out = digits + "0".repeat(point - digits.length);
-  else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
-  return neg ? `-${out}` : out;
+export function inputValue(v: unknown): string {
+  if (typeof v === "number") {
+    const s = String(v);
+    return s.includes("e") ? plainDecimal(s) : s;
+  }
+  return isExactNumber(v) ? plainDecimal(v.rawJSON) : JSON.stringify(v);
 }
 
 /**
@@ -592,14 +584,7 @@ function buildInput(
         if (walk !== undefined) parts.push(fields[i], `\0${walk}\0`);
         else {
           if (rec && v !== null) rec.eligible = false;
-          parts.push(
-            fields[i],
-            typeof v === "number"
-              ? plainNumber(v)
-              : isExactNumber(v)
-              ? plainDecimal(v.rawJSON)
-              : JSON.stringify(v),
-          );
+          parts.push(fields[i], inputValue(v));
         }
       }
       if (c.flag) parts.push(flags[i], prow.writes.has(c.name) ? "true" : "false");

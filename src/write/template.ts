@@ -10,14 +10,13 @@
  * full every time, and so is a write whose values fail a check: the planner then reports the
  * error exactly as without templates. Pure: no I/O.
  */
-import { isExactNumber, plainDecimal } from "../formats/json.ts";
 import type { RelationNode } from "../compile/ast.ts";
 import type { Column } from "../db/schema.ts";
 import { type PlanRecorder, planWrite } from "./plan.ts";
 import {
   type CompiledWrite,
   compileWrite,
-  plainNumber,
+  inputValue,
   SHAPES_PER_QUERY,
   type WriteStatement,
 } from "./compile.ts";
@@ -134,15 +133,9 @@ export function cachedTemplates(query: RelationNode): number {
   return templates.get(query)?.size ?? 0;
 }
 
-/** A payload value as JSON text in a statement's input (as compile.ts writes it). */
-function encode(v: unknown): string {
-  if (typeof v === "number") return plainNumber(v);
-  return isExactNumber(v) ? plainDecimal(v.rawJSON) : JSON.stringify(v);
-}
-
 function fillText(pieces: string[], at: number[], vals: unknown[]): string {
   let s = pieces[0];
-  for (let i = 0; i < at.length; i++) s += encode(vals[at[i]]) + pieces[i + 1];
+  for (let i = 0; i < at.length; i++) s += inputValue(vals[at[i]]) + pieces[i + 1];
   return s;
 }
 

@@ -316,45 +316,57 @@ Deno.test("a chunked body with another transfer coding (gzip, chunked) is 415", 
   });
 });
 
+/**
+ * Opens a connection to `s`, sends `head` (request line, headers, blank line and any first body
+ * bytes) then `send` bytes of `fill`, and leaves the body unfinished.
+ */
+async function partialBody(s: TestServer, head: string, send: number, fill: number) {
+  const u = new URL(s.url);
+  const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
+  await conn.write(new TextEncoder().encode(head));
+  await writeAll(conn, new Uint8Array(send).fill(fill));
+  return conn;
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < bytes.length) off += await conn.write(bytes.subarray(off, off + 65536));
+}
+
+/** The first bytes of the answer on `conn` (its status line and headers), as text. */
+async function firstAnswer(conn: Deno.Conn): Promise<string> {
+  const buf = new Uint8Array(4096);
+  const n = await conn.read(buf);
+  return n === null ? "" : new TextDecoder().decode(buf.subarray(0, n));
+}
+
 Deno.test("bodies still arriving share http.receive_budget: past it 503 HTTP_BUSY, one alone always arrives", async () => {
   // Found by a hostile probe: N slow clients each sending all but the last byte of a 10 MB body
   // held N × 10 MB (100 of them: +1 GB), with nothing bounding N.
   await withServer(["--http.receive_budget=1000000"], async (s) => {
-    const u = new URL(s.url);
     const size = 3_000_000;
-    const open = async (send: number) => {
-      const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
-      await conn.write(
-        new TextEncoder().encode(
-          `POST /svc HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\n` +
-            `content-length: ${size}\r\n\r\n`,
-        ),
+    const open = (send: number) =>
+      partialBody(
+        s,
+        `POST /svc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n` +
+          `content-length: ${size}\r\n\r\n`,
+        send,
+        0x20, // JSON whitespace
       );
-      const spaces = new Uint8Array(send).fill(0x20); // JSON whitespace
-      let off = 0;
-      while (off < spaces.length) off += await conn.write(spaces.subarray(off, off + 65536));
-      return conn;
-    };
-    const answer = async (conn: Deno.Conn) => {
-      const buf = new Uint8Array(4096);
-      const n = await conn.read(buf);
-      return n === null ? "" : new TextDecoder().decode(buf.subarray(0, n));
-    };
     // The first body arrives alone beyond the budget (1.5 MB of 3 MB sent, held).
     const first = await open(1_500_000);
     await new Promise((r) => setTimeout(r, 300));
     // A second body arriving meanwhile is refused as its bytes would go past the budget.
     const second = await open(400_000);
-    const refused = await answer(second);
+    const refused = await firstAnswer(second);
     assert.match(refused, /^HTTP\/1\.1 503/);
     assert.match(refused, /x-svc-errorcode: HTTP_BUSY/i);
     second.close();
     // The first one, completed, runs: its bytes are then no longer arriving.
     const rest = new Uint8Array(size - 1_500_000).fill(0x20);
     rest.set(new TextEncoder().encode('{"relation":"genre","limit":1}'), rest.length - 40);
-    let off = 0;
-    while (off < rest.length) off += await first.write(rest.subarray(off, off + 65536));
-    assert.match(await answer(first), /^HTTP\/1\.1 200/);
+    await writeAll(first, rest);
+    assert.match(await firstAnswer(first), /^HTTP\/1\.1 200/);
     first.close();
     // With nothing arriving, the next large body is received and answered.
     const r = await fetch(`${s.url}/svc`, {
@@ -370,27 +382,19 @@ Deno.test("bodies still arriving share http.receive_budget: past it 503 HTTP_BUS
 Deno.test("multipart bodies held in memory share http.receive_budget too", async () => {
   // A probe of the receive budget: five stalled 700 KB multipart bodies to a route were all held.
   await withServer(["--http.receive_budget=1000000"], async (s) => {
-    const u = new URL(s.url);
-    const open = async (send: number) => {
-      const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
-      const head = `--b\r\ncontent-disposition: form-data; name="body"\r\n\r\n`;
-      await conn.write(
-        new TextEncoder().encode(
-          `POST /take HTTP/1.1\r\nhost: ${u.host}\r\n` +
-            `content-type: multipart/form-data; boundary=b\r\ncontent-length: 3000000\r\n\r\n${head}`,
-        ),
+    const open = (send: number) =>
+      partialBody(
+        s,
+        `POST /take HTTP/1.1\r\nhost: x\r\n` +
+          `content-type: multipart/form-data; boundary=b\r\ncontent-length: 3000000\r\n\r\n` +
+          `--b\r\ncontent-disposition: form-data; name="body"\r\n\r\n`,
+        send,
+        0x78,
       );
-      const x = new Uint8Array(send).fill(0x78);
-      let off = 0;
-      while (off < x.length) off += await conn.write(x.subarray(off, off + 65536));
-      return conn;
-    };
     const first = await open(1_500_000);
     await new Promise((r) => setTimeout(r, 300));
     const second = await open(400_000);
-    const buf = new Uint8Array(4096);
-    const n = await second.read(buf);
-    const refused = n === null ? "" : new TextDecoder().decode(buf.subarray(0, n));
+    const refused = await firstAnswer(second);
     assert.match(refused, /^HTTP\/1\.1 503/);
     assert.match(refused, /x-svc-errorcode: HTTP_BUSY/i);
     second.close();
